@@ -1,0 +1,431 @@
+// Package verdict holds the bar and judges a step against it from the
+// server-reported windows of that step: each part gets a value with a 95%
+// interval, a margin and a verdict of pass, fail, too close or no data.
+package verdict
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/stats"
+)
+
+// Bar is the pass line, agreed before the first run.
+type Bar struct {
+	TTFTP90          float64 `json:"ttft_p90_s"`            // pass when P90 TTFT <= this
+	InteractivityP90 float64 `json:"interactivity_p90_tps"` // pass when P90 interactivity >= this
+	ErrorRate        float64 `json:"error_rate"`            // pass when error rate < this (a fraction)
+}
+
+// Verdict is the outcome of a part or a step.
+type Verdict string
+
+// Verdicts, from best to worst for a step: pass, too_close, no_data, fail.
+// A step is as bad as its worst part: a confident fail on any part is a fail
+// whatever else is missing; a missing measurement never passes, so no_data
+// outranks too_close.
+const (
+	Pass     Verdict = "pass"
+	TooClose Verdict = "too_close"
+	NoData   Verdict = "no_data"
+	Fail     Verdict = "fail"
+)
+
+// severity orders verdicts for a step; higher is worse.
+func (v Verdict) severity() int {
+	switch v {
+	case Pass:
+		return 0
+	case TooClose:
+		return 1
+	case NoData:
+		return 2
+	case Fail:
+		return 3
+	}
+	return 2 // an unknown verdict is not a pass
+}
+
+// Worse returns the worse of two verdicts (see the order above).
+func Worse(a, b Verdict) Verdict {
+	if b.severity() > a.severity() {
+		return b
+	}
+	return a
+}
+
+// Part names.
+const (
+	PartTTFT          = "ttft"
+	PartInteractivity = "interactivity"
+	PartErrors        = "errors"
+)
+
+// LoadWindow is what the load generator planned and saw in one window,
+// aligned with the signal windows by index.
+type LoadWindow struct {
+	Planned      int `json:"planned"`       // turns the lanes meant to send in the window (Sent + Unsent + NotReached)
+	Sent         int `json:"sent"`          // turns that reached the server
+	NotReached   int `json:"not_reached"`   // turns that never reached the server (connection refused, etc.)
+	Unsent       int `json:"unsent"`        // turns a failed conversation never sent
+	ClientErrors int `json:"client_errors"` // turns the client saw fail (status >= 400, timeout, abort): cross-checks only
+}
+
+// Part is the verdict on one part of the bar.
+type Part struct {
+	Name    string        `json:"name"` // "ttft", "interactivity", "errors"
+	Verdict Verdict       `json:"verdict"`
+	Value   stats.Summary `json:"value"`
+	Bar     float64       `json:"bar"`
+	Margin  float64       `json:"margin"`           // signed, from the center: positive = room left before the bar, in the part's unit
+	Bucket  [2]float64    `json:"bucket,omitempty"` // edges of the histogram bucket holding the quantile (in the part's unit)
+	Source  string        `json:"source"`           // the signal used, e.g. "tpot_seconds" or "itl_seconds (fallback)"
+	Missing []string      `json:"missing,omitempty"`
+}
+
+// MarshalJSON writes non-finite margins and bucket edges as "+Inf"/"-Inf".
+func (p Part) MarshalJSON() ([]byte, error) {
+	type plain Part
+	return json.Marshal(struct {
+		plain
+		Bar    stats.Number    `json:"bar"`
+		Margin stats.Number    `json:"margin"`
+		Bucket [2]stats.Number `json:"bucket"`
+	}{plain(p), stats.Number(p.Bar), stats.Number(p.Margin), [2]stats.Number{stats.Number(p.Bucket[0]), stats.Number(p.Bucket[1])}})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (p *Part) UnmarshalJSON(b []byte) error {
+	type plain Part
+	var j struct {
+		plain
+		Bar    stats.Number    `json:"bar"`
+		Margin stats.Number    `json:"margin"`
+		Bucket [2]stats.Number `json:"bucket"`
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*p = Part(j.plain)
+	p.Bar, p.Margin = float64(j.Bar), float64(j.Margin)
+	p.Bucket = [2]float64{float64(j.Bucket[0]), float64(j.Bucket[1])}
+	return nil
+}
+
+// Step is the verdict on one step.
+type Step struct {
+	Verdict      Verdict  `json:"verdict"` // the worst part's verdict (order: fail, no_data, too_close, pass)
+	Parts        []Part   `json:"parts"`
+	Missing      []string `json:"missing,omitempty"` // every signal the bar wanted and did not get
+	Warnings     []string `json:"warnings,omitempty"`
+	SentFraction float64  `json:"sent_fraction"`
+}
+
+// Part returns the part with the given name.
+func (s Step) Part(name string) (Part, bool) {
+	for _, p := range s.Parts {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Part{}, false
+}
+
+// Options say how to judge.
+type Options struct {
+	Resamples       int     `json:"resamples"`         // bootstrap resamples
+	Seed            uint64  `json:"seed"`              // bootstrap seed, so a step re-judges the same
+	Block           int     `json:"block"`             // 1 resamples single windows; >1 moving blocks of this many
+	Confidence      float64 `json:"confidence"`        // of every interval
+	MinSentFraction float64 `json:"min_sent_fraction"` // latency is no_data below this share of planned turns sent; 0 means 0.95
+}
+
+// DefaultOptions are 2000 resamples of single windows at 95% confidence, and
+// latency judged only when at least 95% of the planned turns went out.
+func DefaultOptions() Options {
+	return Options{Resamples: 2000, Seed: 1, Block: 1, Confidence: 0.95, MinSentFraction: 0.95}
+}
+
+func (o Options) bootstrap() stats.BootstrapOptions {
+	return stats.BootstrapOptions{Resamples: o.Resamples, Seed: o.Seed, Block: o.Block, Confidence: o.Confidence}
+}
+
+// fewWindows is the count below which a bootstrap over windows says little.
+const fewWindows = 5
+
+// Judge gives the step's verdict from its signal windows and the load the
+// generator planned in the same windows.
+func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step {
+	if o.Confidence <= 0 || o.Confidence >= 1 {
+		o.Confidence = 0.95
+	}
+	if o.MinSentFraction <= 0 {
+		o.MinSentFraction = DefaultOptions().MinSentFraction
+	}
+	var st Step
+	planned, sent := 0, 0
+	for _, l := range load {
+		planned += l.Planned
+		sent += l.Sent
+	}
+	if planned > 0 {
+		st.SentFraction = float64(sent) / float64(planned)
+	}
+	for i, w := range windows {
+		for _, m := range w.Warnings {
+			st.Warnings = append(st.Warnings, fmt.Sprintf("window %d [%v, %v): %s", i, w.Start, w.End, m))
+		}
+	}
+	if len(load) != len(windows) {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("%d signal windows but %d load windows: the error rate pairs only the first %d", len(windows), len(load), min(len(load), len(windows))))
+	}
+	if n := len(windows); n > 0 && n < fewWindows {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("only %d windows: the bootstrap intervals understate the uncertainty", n))
+	}
+	lowLoad := st.SentFraction < o.MinSentFraction
+	if lowLoad {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("only %.1f%% of the planned turns went out (%d of %d), below %.0f%%: latency is no data", 100*st.SentFraction, sent, planned, 100*o.MinSentFraction))
+	}
+	j := judge{windows: windows, load: load, o: o}
+	st.Parts = []Part{j.ttft(bar.TTFTP90, lowLoad), j.interactivity(bar.InteractivityP90, lowLoad), j.errors(bar.ErrorRate)}
+	st.Verdict = Pass
+	for _, p := range st.Parts {
+		st.Verdict = Worse(st.Verdict, p.Verdict)
+		for _, m := range p.Missing {
+			if !slices.Contains(st.Missing, m) {
+				st.Missing = append(st.Missing, m)
+			}
+		}
+	}
+	return st
+}
+
+type judge struct {
+	windows []signal.Window
+	load    []LoadWindow
+	o       Options
+}
+
+// histograms returns the named histogram of every window that has it, and how
+// many windows lack it.
+func (j judge) histograms(name string) (hs []stats.Histogram, absent int) {
+	for _, w := range j.windows {
+		h, ok := w.Hist[name]
+		if !ok {
+			absent++
+			continue
+		}
+		hs = append(hs, h)
+	}
+	return hs, absent
+}
+
+// quantileResult is the pooled P90 of a histogram signal with its bootstrap
+// interval widened to at least the bucket holding the center.
+type quantileResult struct {
+	v, lo, hi    float64
+	bucket       [2]float64
+	absent, n    int
+	observations float64
+	warnings     []string
+}
+
+// p90 measures a histogram signal over the step; ok is false when there is
+// nothing to measure, and why says what.
+func (j judge) p90(name string) (r quantileResult, ok bool, why string) {
+	hs, absent := j.histograms(name)
+	r.absent, r.n = absent, len(j.windows)
+	if len(hs) == 0 {
+		return r, false, fmt.Sprintf("%s is missing from every window", name)
+	}
+	pooled, err := stats.Pool(hs)
+	if err != nil {
+		return r, false, fmt.Sprintf("%s cannot be pooled: %v", name, err)
+	}
+	r.observations = pooled.Count
+	v, blo, bhi, ok := pooled.Quantile(0.9)
+	if !ok {
+		return r, false, fmt.Sprintf("%s has no observations in the step", name)
+	}
+	r.v, r.bucket = v, [2]float64{blo, bhi}
+	lo, hi, ok, err := stats.BootstrapQuantile(hs, 0.9, j.o.bootstrap())
+	if err != nil || !ok {
+		// Too thin to resample: the interval is the bucket alone.
+		lo, hi = v, v
+		r.warnings = append(r.warnings, fmt.Sprintf("%s: too few windows with observations to bootstrap; interval is the bucket only", name))
+	}
+	r.lo, r.hi = math.Min(lo, blo), math.Max(hi, bhi)
+	if absent > 0 {
+		r.warnings = append(r.warnings, fmt.Sprintf("%s is missing from %d of %d windows: judged on the rest, and it cannot pass", name, absent, r.n))
+	}
+	return r, true, ""
+}
+
+// capPartial keeps a fail but turns anything better into no_data when the
+// signal was missing from some windows: a missing measurement never passes.
+func capPartial(v Verdict, absent int) Verdict {
+	if absent > 0 && v != Fail {
+		return NoData
+	}
+	return v
+}
+
+func (j judge) ttft(bar float64, lowLoad bool) Part {
+	p := Part{Name: PartTTFT, Bar: bar, Source: signal.TTFT, Verdict: NoData}
+	p.Value.Confidence = j.o.Confidence
+	r, ok, why := j.p90(signal.TTFT)
+	if !ok {
+		p.Missing = []string{signal.TTFT}
+		p.Value.Warnings = append(p.Value.Warnings, why)
+		return p
+	}
+	p.Value.Center, p.Value.Lo, p.Value.Hi = r.v, r.lo, r.hi
+	p.Value.Warnings = append(p.Value.Warnings, r.warnings...)
+	p.Bucket = r.bucket
+	p.Margin = bar - r.v
+	switch {
+	case r.hi <= bar:
+		p.Verdict = Pass
+	case r.lo > bar:
+		p.Verdict = Fail
+	default:
+		p.Verdict = TooClose
+	}
+	if r.absent > 0 {
+		p.Missing = []string{signal.TTFT}
+	}
+	p.Verdict = capPartial(p.Verdict, r.absent)
+	if lowLoad {
+		p.Verdict = NoData
+	}
+	return p
+}
+
+func (j judge) interactivity(bar float64, lowLoad bool) Part {
+	p := Part{Name: PartInteractivity, Bar: bar, Source: signal.TPOT, Verdict: NoData}
+	p.Value.Confidence = j.o.Confidence
+	r, ok, why := j.p90(signal.TPOT)
+	if !ok {
+		r2, ok2, why2 := j.p90(signal.ITL)
+		if !ok2 {
+			p.Missing = []string{signal.TPOT, signal.ITL}
+			p.Value.Warnings = append(p.Value.Warnings, why, why2)
+			return p
+		}
+		r, ok = r2, ok2
+		p.Source = signal.ITL + " (fallback)"
+		p.Value.Warnings = append(p.Value.Warnings, why+": interactivity from inter-token latency instead, which ignores the gaps a stream spends waiting")
+	}
+	inv := func(x float64) float64 { return 1 / x } // 1/0 = +Inf, 1/+Inf = 0
+	p.Value.Center, p.Value.Lo, p.Value.Hi = inv(r.v), inv(r.hi), inv(r.lo)
+	p.Value.Warnings = append(p.Value.Warnings, r.warnings...)
+	p.Bucket = [2]float64{inv(r.bucket[1]), inv(r.bucket[0])}
+	p.Margin = p.Value.Center - bar
+	switch {
+	case p.Value.Lo >= bar:
+		p.Verdict = Pass
+	case p.Value.Hi < bar:
+		p.Verdict = Fail
+	default:
+		p.Verdict = TooClose
+	}
+	if r.absent > 0 {
+		p.Missing = []string{signal.TPOT}
+		if p.Source != signal.TPOT {
+			p.Missing = []string{signal.ITL}
+		}
+	}
+	p.Verdict = capPartial(p.Verdict, r.absent)
+	if lowLoad {
+		p.Verdict = NoData
+	}
+	return p
+}
+
+// errorCounters are the server-reported counters an error rate needs.
+var errorCounters = []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAborted}
+
+func (j judge) errors(bar float64) Part {
+	p := Part{Name: PartErrors, Bar: bar, Source: "http_4xx + http_5xx + requests_aborted + not reached + unsent", Verdict: NoData}
+	p.Value.Confidence = j.o.Confidence
+	n := min(len(j.windows), len(j.load))
+	errs := make([]float64, n)
+	planned := make([]float64, n)
+	serverErrs, clientErrs := 0.0, 0
+	absent := map[string]int{}
+	for i := range n {
+		for _, c := range errorCounters {
+			v, ok := j.windows[i].Counter[c]
+			if !ok {
+				absent[c]++
+				continue
+			}
+			errs[i] += v
+			serverErrs += v
+		}
+		l := j.load[i]
+		errs[i] += float64(l.NotReached + l.Unsent)
+		planned[i] = float64(l.Planned)
+		clientErrs += l.ClientErrors
+	}
+	if n == 0 {
+		p.Missing = slices.Clone(errorCounters)
+		p.Value.Warnings = append(p.Value.Warnings, "no windows to judge")
+		return p
+	}
+	for _, c := range errorCounters {
+		if absent[c] > 0 {
+			p.Missing = append(p.Missing, c)
+			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", c, absent[c], n))
+		}
+	}
+	if len(p.Missing) > 0 {
+		return p // server error counters missing: errors cannot be judged
+	}
+	sumE, sumP := 0.0, 0.0
+	for i := range n {
+		sumE += errs[i]
+		sumP += planned[i]
+	}
+	if sumP == 0 {
+		p.Value.Warnings = append(p.Value.Warnings, "no turns were planned in the step")
+		return p
+	}
+	rate := sumE / sumP
+	lo, hi, ok := stats.Bootstrap(n, func(idx []int) (float64, bool) {
+		e, d := 0.0, 0.0
+		for _, i := range idx {
+			e += errs[i]
+			d += planned[i]
+		}
+		return e / d, d > 0
+	}, j.o.bootstrap())
+	if !ok {
+		lo, hi = rate, rate
+		p.Value.Warnings = append(p.Value.Warnings, "too few windows with planned turns to bootstrap: the interval is the point only")
+	}
+	p.Value.Center, p.Value.Lo, p.Value.Hi = rate, math.Min(lo, rate), math.Max(hi, rate)
+	p.Margin = bar - rate
+	switch {
+	case p.Value.Hi < bar:
+		p.Verdict = Pass
+	case p.Value.Lo >= bar:
+		p.Verdict = Fail
+	default:
+		p.Verdict = TooClose
+	}
+	if rate > 1 {
+		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%.0f errors for %.0f planned turns: the server counts requests (retries, subagents) the plan does not", sumE, sumP))
+	}
+	k := int(math.Round(math.Min(sumE, sumP)))
+	if _, whi := stats.Wilson(k, int(sumP), j.o.Confidence); p.Verdict == Pass && whi >= bar {
+		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("few turns: %d errors in %d turns has a Wilson upper bound of %.2f%%, not below the bar of %.2f%%", k, int(sumP), 100*whi, 100*bar))
+	}
+	if d := math.Abs(float64(clientErrs) - serverErrs); d > math.Max(2, 0.1*math.Max(float64(clientErrs), serverErrs)) {
+		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("cross-check: the client saw %d failed turns but the server reported %.0f errors (4xx+5xx+aborted)", clientErrs, serverErrs))
+	}
+	return p
+}
