@@ -1,0 +1,156 @@
+// Package prompt turns a trace's hash blocks into deterministic placeholder
+// text of an exact token count, with a marker per play so that replays of a
+// trace never hit each other's prefix cache while turns of one play do.
+//
+// A token here is one whitespace-separated word: that is the contract with
+// the built-in simulator, where the count is exact. Real tokenizers split
+// these words differently (a short random word is often 2-3 tokens), so on a
+// real server the served prompt length differs from the planned one;
+// calibrating against the server's /tokenize is a later step.
+package prompt
+
+import (
+	"encoding/binary"
+	"slices"
+)
+
+// DefaultBlockSize is the tokens per hash block when Builder.BlockSize is 0;
+// Weka/AgentX traces use 64.
+const DefaultBlockSize = 64
+
+// MarkerWords is how many words of each prompt are the play marker.
+const MarkerWords = 2
+
+// Builder writes prompts. The zero value works (seed 0, 64-token blocks).
+type Builder struct {
+	Seed      uint64 // changes every block's text; plays of one run share it
+	BlockSize int    // tokens per hash block; 0 means 64
+}
+
+// alphabet has 32 JSON-safe symbols, so one symbol is five random bits.
+const alphabet = "abcdefghijklmnopqrstuvwxyz012345"
+
+// Append appends a prompt of exactly tokens words to dst, separated by single
+// spaces, with no leading or trailing space. The first two words are the play
+// marker, unique per (traceID, play). Then each hash id in order gives
+// BlockSize words that depend only on (Seed, traceID, id), so equal ids give
+// byte-identical text; the last block is cut to hit tokens exactly, and if
+// the ids run out, filler words from (traceID, play, position) make up the
+// count. Append does not allocate when dst has the capacity.
+func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64, tokens int) []byte {
+	if tokens <= 0 {
+		return dst
+	}
+	block := b.BlockSize
+	if block <= 0 {
+		block = DefaultBlockSize
+	}
+	th := hashString(traceID)
+	// Marker: the first word differs between any two plays of any trace with
+	// near certainty; the second spells the play number, so two plays of one
+	// trace never share it.
+	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
+	dst = append(dst, 'p')
+	dst = appendSymbols(dst, playKey, 12)
+	left := tokens - 1
+	if left == 0 {
+		return dst
+	}
+	dst = append(dst, ' ', 'n')
+	dst = appendNumber(dst, play)
+	left--
+
+	blockKey := mix(b.Seed^0x626c6f636b) ^ th
+	for _, id := range hashIDs {
+		if left == 0 {
+			return dst
+		}
+		n := min(block, left)
+		dst = appendWords(dst, mix(blockKey^mix(uint64(id))), n)
+		left -= n
+	}
+	if left > 0 {
+		// Filler: the position makes it differ from any block text.
+		dst = appendWords(dst, mix(playKey^mix(uint64(tokens-left)^0x66696c6c)), left)
+	}
+	return dst
+}
+
+// MaxLen is an upper bound on the bytes Append adds for a prompt of tokens
+// words; give dst at least this spare capacity to keep Append allocation-free.
+func MaxLen(tokens int) int {
+	if tokens <= 0 {
+		return 0
+	}
+	return 8*tokens + 24 // words are at most 7 bytes plus a space; the marker is longer
+}
+
+// appendWords appends n words drawn from state, each preceded by a space.
+// Each word is written as one 8-byte store (a space and up to 7 symbols),
+// then the end moves on by the word's length.
+func appendWords(dst []byte, state uint64, n int) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, 8*n+8)
+	buf := dst[:cap(dst)]
+	pos := start
+	for range n {
+		state += 0x9e3779b97f4a7c15
+		r := mix(state)
+		l := 2 + int(r&7)%6 // 2 to 7 symbols; the low 3 bits pick the length
+		r >>= 3
+		w := uint64(' ') |
+			uint64(pairs[r&1023])<<8 | uint64(pairs[r>>10&1023])<<24 |
+			uint64(pairs[r>>20&1023])<<40 | uint64(alphabet[r>>30&31])<<56
+		binary.LittleEndian.PutUint64(buf[pos:], w)
+		pos += l + 1
+	}
+	return dst[:pos]
+}
+
+// pairs maps 10 random bits to two symbols, little-endian.
+var pairs = func() (p [1024]uint16) {
+	for i := range p {
+		p[i] = uint16(alphabet[i&31]) | uint16(alphabet[i>>5])<<8
+	}
+	return p
+}()
+
+func appendSymbols(dst []byte, r uint64, n int) []byte {
+	for range n {
+		dst = append(dst, alphabet[r&31])
+		r >>= 5
+	}
+	return dst
+}
+
+// appendNumber appends v in base 32 with the alphabet's symbols.
+func appendNumber(dst []byte, v uint64) []byte {
+	var tmp [13]byte
+	i := len(tmp)
+	for {
+		i--
+		tmp[i] = alphabet[v&31]
+		v >>= 5
+		if v == 0 {
+			break
+		}
+	}
+	return append(dst, tmp[i:]...)
+}
+
+// mix is splitmix64's finaliser: a fast, well-spread 64-bit hash.
+func mix(z uint64) uint64 {
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// hashString is FNV-1a over s.
+func hashString(s string) uint64 {
+	h := uint64(0xcbf29ce484222325)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 0x100000001b3
+	}
+	return h
+}
