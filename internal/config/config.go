@@ -1,0 +1,358 @@
+// Package config decodes, defaults and validates the run file: the recipe under
+// test, the bar it must hold, the workload replayed against it and the sweep.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Version is the run-file schema version this build reads.
+const Version = 1
+
+// SimEndpoint is the recipe endpoint that selects the built-in simulated gateway.
+const SimEndpoint = "sim"
+
+// Run is one run file.
+type Run struct {
+	Version  int      `json:"version"`
+	Recipe   Recipe   `json:"recipe"`
+	Bar      Bar      `json:"bar"`
+	Workload Workload `json:"workload"`
+	Sweep    Sweep    `json:"sweep"`
+	// TimeScale runs the clock this many times faster than modelled time. Only the
+	// built-in simulator can follow a scaled clock, so it must be 1 elsewhere.
+	TimeScale float64 `json:"time_scale"`
+	// Output is the folder under which run directories are made.
+	Output string `json:"output"`
+}
+
+// Recipe is one serving setup and what it costs.
+type Recipe struct {
+	Name          string  `json:"name"`
+	Engine        string  `json:"engine"`
+	Parent        string  `json:"parent,omitempty"`
+	Nodes         int     `json:"nodes"`
+	GPUsPerNode   int     `json:"gpus_per_node"`
+	USDPerGPUHour float64 `json:"usd_per_gpu_hour"`
+	// Endpoint is the base URL of the OpenAI-compatible API (without /v1), or
+	// "sim" for the built-in simulated gateway.
+	Endpoint string `json:"endpoint"`
+	Model    string `json:"model"`
+	// Metrics lists the Prometheus /metrics URLs of the engines and gateway.
+	// Empty with the built-in simulator, which serves its own.
+	Metrics []string `json:"metrics,omitempty"`
+	// Mapping names the metric mapping from engine names to common names.
+	Mapping string `json:"mapping"`
+	// Sim configures the built-in simulator when Endpoint is "sim".
+	Sim SimSpec `json:"sim,omitempty"`
+}
+
+// SimSpec picks the built-in simulator's profile.
+type SimSpec struct {
+	Profile string `json:"profile,omitempty"`
+}
+
+// Bar is the pass line a step must hold.
+type Bar struct {
+	TTFTP90S            float64 `json:"ttft_p90_s"`
+	InteractivityP90TPS float64 `json:"interactivity_p90_tps"`
+	ErrorRate           float64 `json:"error_rate"`
+}
+
+// Workload says which sessions are replayed and how.
+type Workload struct {
+	// Traces is a trace file or folder, or "synth" for the built-in synthesiser.
+	Traces        string  `json:"traces"`
+	SynthSessions int     `json:"synth_sessions"`
+	Seed          uint64  `json:"seed"`
+	Mix           Mix     `json:"mix"`
+	ThinkTime     string  `json:"think_time"`
+	ThinkTimeCapS float64 `json:"think_time_cap_s"`
+	// RequestTimeoutS is each request's client deadline, in modelled seconds.
+	RequestTimeoutS float64 `json:"request_timeout_s"`
+}
+
+// Mix is the share of each tier in the sessions.
+type Mix struct {
+	Heavy float64 `json:"heavy"`
+	Light float64 `json:"light"`
+}
+
+// Sweep is the ladder of steps and how each is run and judged.
+type Sweep struct {
+	Ladder  []int   `json:"ladder"`
+	WarmupS float64 `json:"warmup_s"`
+	StepS   float64 `json:"step_s"`
+	// WindowS is the width of one judged window; intervals bootstrap over windows.
+	WindowS float64 `json:"window_s"`
+	// ScrapeS is how often metrics are scraped; WindowS must be a multiple of it.
+	ScrapeS float64 `json:"scrape_s"`
+	// Target is the step that must pass for the recipe to hold its target.
+	Target int `json:"target,omitempty"`
+	// DrainS bounds how long the run waits for the engine to be idle at the end.
+	DrainS    float64 `json:"drain_s"`
+	Seed      uint64  `json:"seed"`
+	Resamples int     `json:"resamples"`
+}
+
+//go:embed default.yaml
+var defaultYAML []byte
+
+// Default is the built-in run: the simulated gateway, a synthesised half-heavy,
+// half-light mix and the reference report's bar.
+func Default() Run {
+	r, err := Parse(defaultYAML, "built-in default")
+	if err != nil {
+		panic("the built-in default run file is invalid: " + err.Error())
+	}
+	return r
+}
+
+// DefaultYAML is the text of the built-in run file, for users to start from.
+func DefaultYAML() []byte { return append([]byte(nil), defaultYAML...) }
+
+// Load reads and validates a run file.
+func Load(path string) (Run, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Run{}, fmt.Errorf("read run file: %w", err)
+	}
+	return Parse(b, path)
+}
+
+// Parse decodes a run file strictly (unknown fields are errors), fills
+// defaults and validates every field. name is used in errors.
+func Parse(b []byte, name string) (Run, error) {
+	var r Run
+	if err := yaml.UnmarshalStrict(b, &r); err != nil {
+		return Run{}, fmt.Errorf("%s: %v (fields are listed in examples/run.yaml)", name, err)
+	}
+	r.fillDefaults()
+	if err := r.Validate(); err != nil {
+		return Run{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+func (r *Run) fillDefaults() {
+	if r.Version == 0 {
+		r.Version = Version
+	}
+	if r.TimeScale == 0 {
+		r.TimeScale = 1
+	}
+	if r.Output == "" {
+		r.Output = "runs"
+	}
+	if r.Recipe.Mapping == "" {
+		r.Recipe.Mapping = "vllm"
+	}
+	if r.Recipe.Engine == "" && r.Recipe.Endpoint == SimEndpoint {
+		r.Recipe.Engine = "vllm"
+	}
+	w := &r.Workload
+	if w.Traces == "" {
+		w.Traces = "synth"
+	}
+	if w.SynthSessions == 0 {
+		w.SynthSessions = 200
+	}
+	if w.Mix == (Mix{}) {
+		w.Mix = Mix{Heavy: 0.5, Light: 0.5}
+	}
+	if w.ThinkTime == "" {
+		w.ThinkTime = "capped"
+	}
+	if w.ThinkTimeCapS == 0 {
+		w.ThinkTimeCapS = 5
+	}
+	if w.RequestTimeoutS == 0 {
+		w.RequestTimeoutS = 600
+	}
+	s := &r.Sweep
+	if s.WindowS == 0 {
+		s.WindowS = 60
+	}
+	if s.ScrapeS == 0 {
+		s.ScrapeS = 5
+	}
+	if s.DrainS == 0 {
+		s.DrainS = 300
+	}
+	if s.Resamples == 0 {
+		s.Resamples = 2000
+	}
+}
+
+// Validate checks every field and reports all problems at once, each naming
+// its field.
+func (r Run) Validate() error {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	}
+	if r.Version != Version {
+		bad("version", "this build reads version %d, the file says %d", Version, r.Version)
+	}
+	if r.TimeScale <= 0 || r.TimeScale > 1000 {
+		bad("time_scale", "must be in (0, 1000], got %g", r.TimeScale)
+	}
+	rc := r.Recipe
+	if rc.Name == "" {
+		bad("recipe.name", "is required (it names the run directory)")
+	} else if strings.ContainsAny(rc.Name, `/\ `) {
+		bad("recipe.name", "%q must not contain slashes or spaces", rc.Name)
+	}
+	if rc.Nodes < 1 {
+		bad("recipe.nodes", "must be at least 1, got %d", rc.Nodes)
+	}
+	if rc.GPUsPerNode < 1 {
+		bad("recipe.gpus_per_node", "must be at least 1, got %d", rc.GPUsPerNode)
+	}
+	if rc.USDPerGPUHour <= 0 {
+		bad("recipe.usd_per_gpu_hour", "must be > 0, got %g", rc.USDPerGPUHour)
+	}
+	if rc.Model == "" {
+		bad("recipe.model", "is required: the model id the endpoint serves")
+	}
+	switch rc.Mapping {
+	case "vllm":
+	default:
+		bad("recipe.mapping", "unknown mapping %q (known: vllm)", rc.Mapping)
+	}
+	if rc.Endpoint == SimEndpoint {
+		if len(rc.Metrics) > 0 {
+			bad("recipe.metrics", "must be empty with the built-in simulator, which serves its own")
+		}
+		if rc.Sim.Profile != "" && rc.Sim.Profile != "default" {
+			bad("recipe.sim.profile", "unknown profile %q (known: default)", rc.Sim.Profile)
+		}
+	} else {
+		if err := checkURL(rc.Endpoint); err != nil {
+			bad("recipe.endpoint", "%v; use the server's base URL, e.g. http://127.0.0.1:8000, or %q for the built-in simulator", err, SimEndpoint)
+		}
+		if len(rc.Metrics) == 0 {
+			bad("recipe.metrics", "name at least one /metrics URL: verdicts come only from what the server reports")
+		}
+		for i, m := range rc.Metrics {
+			if err := checkURL(m); err != nil {
+				bad(fmt.Sprintf("recipe.metrics[%d]", i), "%v", err)
+			}
+		}
+		if r.TimeScale != 1 {
+			bad("time_scale", "must be 1 against a real endpoint (only the built-in simulator runs on a scaled clock)")
+		}
+	}
+	b := r.Bar
+	if b.TTFTP90S <= 0 {
+		bad("bar.ttft_p90_s", "must be > 0 seconds, got %g", b.TTFTP90S)
+	}
+	if b.InteractivityP90TPS <= 0 {
+		bad("bar.interactivity_p90_tps", "must be > 0 tokens/s per user, got %g", b.InteractivityP90TPS)
+	}
+	if b.ErrorRate <= 0 || b.ErrorRate >= 1 {
+		bad("bar.error_rate", "must be a fraction in (0, 1), e.g. 0.02 for 2%%, got %g", b.ErrorRate)
+	}
+	w := r.Workload
+	if w.Traces != "synth" {
+		if _, err := os.Stat(w.Traces); err != nil {
+			bad("workload.traces", "%v; give a trace file or folder, or \"synth\"", err)
+		}
+	}
+	if w.SynthSessions < 4 {
+		bad("workload.synth_sessions", "must be at least 4 (a quarter of them make each tier), got %d", w.SynthSessions)
+	}
+	if w.Mix.Heavy < 0 || w.Mix.Light < 0 || w.Mix.Heavy+w.Mix.Light <= 0 {
+		bad("workload.mix", "shares must be >= 0 and not both 0, got heavy %g light %g", w.Mix.Heavy, w.Mix.Light)
+	}
+	switch w.ThinkTime {
+	case "none", "recorded", "capped":
+	default:
+		bad("workload.think_time", "must be none, recorded or capped, got %q", w.ThinkTime)
+	}
+	if w.ThinkTimeCapS < 0 {
+		bad("workload.think_time_cap_s", "must be >= 0, got %g", w.ThinkTimeCapS)
+	}
+	if w.RequestTimeoutS <= 0 {
+		bad("workload.request_timeout_s", "must be > 0: every request carries a deadline, got %g", w.RequestTimeoutS)
+	}
+	s := r.Sweep
+	if len(s.Ladder) == 0 {
+		bad("sweep.ladder", "list the concurrent sessions of each step, e.g. [5, 10, 15, 20]")
+	}
+	for i, n := range s.Ladder {
+		if n < 1 {
+			bad(fmt.Sprintf("sweep.ladder[%d]", i), "must be at least 1 session, got %d", n)
+		}
+		if i > 0 && n <= s.Ladder[i-1] {
+			bad(fmt.Sprintf("sweep.ladder[%d]", i), "must be larger than the step before (%d), got %d", s.Ladder[i-1], n)
+		}
+	}
+	if s.WarmupS < 0 {
+		bad("sweep.warmup_s", "must be >= 0, got %g", s.WarmupS)
+	}
+	if s.ScrapeS <= 0 {
+		bad("sweep.scrape_s", "must be > 0, got %g", s.ScrapeS)
+	}
+	if s.WindowS <= 0 {
+		bad("sweep.window_s", "must be > 0, got %g", s.WindowS)
+	} else if s.ScrapeS > 0 && !isMultiple(s.WindowS, s.ScrapeS) {
+		bad("sweep.window_s", "must be a whole multiple of sweep.scrape_s (%g), got %g", s.ScrapeS, s.WindowS)
+	}
+	if s.StepS <= 0 {
+		bad("sweep.step_s", "must be > 0, got %g", s.StepS)
+	} else if s.WindowS > 0 && s.StepS < 3*s.WindowS {
+		bad("sweep.step_s", "must hold at least 3 windows of sweep.window_s (%g s) so intervals can be bootstrapped, got %g", s.WindowS, s.StepS)
+	}
+	if s.Target != 0 && !contains(s.Ladder, s.Target) {
+		bad("sweep.target", "%d is not a step of sweep.ladder", s.Target)
+	}
+	if s.DrainS <= 0 {
+		bad("sweep.drain_s", "must be > 0, got %g", s.DrainS)
+	}
+	if s.Resamples < 100 {
+		bad("sweep.resamples", "must be at least 100, got %d", s.Resamples)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.Strings(errs)
+	return errors.New("invalid run file:\n  " + strings.Join(errs, "\n  "))
+}
+
+func checkURL(s string) error {
+	if s == "" {
+		return errors.New("is required")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return fmt.Errorf("%q must be an http:// or https:// URL with a host", s)
+	}
+	return nil
+}
+
+func isMultiple(a, b float64) bool {
+	q := a / b
+	r := q - float64(int64(q+0.5))
+	return q >= 1 && r < 1e-9 && r > -1e-9
+}
+
+func contains(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

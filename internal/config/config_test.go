@@ -1,0 +1,96 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	r := Default()
+	if r.Recipe.Endpoint != SimEndpoint {
+		t.Errorf("default endpoint = %q, want the built-in simulator", r.Recipe.Endpoint)
+	}
+	if r.Bar.TTFTP90S != 5.3 || r.Bar.InteractivityP90TPS != 10 || r.Bar.ErrorRate != 0.02 {
+		t.Errorf("default bar = %+v, want the reference report's 5.3 s / 10 tok/s / 2%%", r.Bar)
+	}
+}
+
+func TestExamplesAreValid(t *testing.T) {
+	files, _ := filepath.Glob("../../examples/*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no examples/*.yaml found")
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestValidationNamesTheField(t *testing.T) {
+	base := string(defaultYAML)
+	cases := []struct {
+		name      string
+		from, to  string // replace from with to in the default file
+		wantField string
+	}{
+		// A negative TTFT bar cannot be met.
+		{"ttft bar", "ttft_p90_s: 5.3", "ttft_p90_s: -1", "bar.ttft_p90_s"},
+		// Error rate is a fraction, not a percentage.
+		{"error rate as percent", "error_rate: 0.02", "error_rate: 2", "bar.error_rate"},
+		// A ladder must go up.
+		{"ladder order", "ladder: [2, 4, 6, 8, 10, 12, 14, 16]", "ladder: [4, 2]", "sweep.ladder[1]"},
+		// The target must be a step that runs.
+		{"target off ladder", "target: 10", "target: 11", "sweep.target"},
+		// Windows must tile the scrape grid.
+		{"window vs scrape", "window_s: 30", "window_s: 32", "sweep.window_s"},
+		// Too short a step cannot be bootstrapped.
+		{"short step", "step_s: 240", "step_s: 40", "sweep.step_s"},
+		// Unknown think-time mode.
+		{"think time", "think_time: capped", "think_time: sometimes", "workload.think_time"},
+		// Cost needs a price.
+		{"price", "usd_per_gpu_hour: 1.80", "usd_per_gpu_hour: 0", "recipe.usd_per_gpu_hour"},
+		// A real endpoint needs metrics URLs and an unscaled clock.
+		{"real endpoint", "endpoint: sim", "endpoint: http://127.0.0.1:8000", "recipe.metrics"},
+		{"real endpoint scale", "endpoint: sim", "endpoint: http://127.0.0.1:8000", "time_scale"},
+		// A bad URL.
+		{"bad url", "endpoint: sim", "endpoint: localhost:8000", "recipe.endpoint"},
+		// Unknown fields are refused, not ignored.
+		{"unknown field", "warmup_s: 60", "warmup_s: 60\n  warmup_seconds: 60", "warmup_seconds"},
+		// A missing trace file.
+		{"missing traces", "traces: synth", "traces: /nonexistent/traces.jsonl", "workload.traces"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if !strings.Contains(base, c.from) {
+				t.Fatalf("test setup: %q not in default.yaml", c.from)
+			}
+			_, err := Parse([]byte(strings.Replace(base, c.from, c.to, 1)), "test.yaml")
+			if err == nil {
+				t.Fatalf("no error for %s", c.to)
+			}
+			if !strings.Contains(err.Error(), c.wantField) || !strings.Contains(err.Error(), "test.yaml") {
+				t.Errorf("error %q does not name the file and field %s", err, c.wantField)
+			}
+		})
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if err == nil || !os.IsNotExist(unwrapAll(err)) {
+		t.Errorf("Load of a missing file: %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}

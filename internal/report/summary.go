@@ -1,0 +1,269 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/headroom-bench/headroom/internal/stats"
+	"github.com/headroom-bench/headroom/internal/sweep"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// SummaryVersion is the version of summary.json.
+const SummaryVersion = 1
+
+// Summary is what a run found: the JSON of `headroom run --json`, the
+// summary.json of the run directory, and the source of every rendering.
+type Summary struct {
+	Version    int                  `json:"version"`
+	Recipe     Recipe               `json:"recipe"`
+	Bar        verdict.Bar          `json:"bar"`
+	Capacity   sweep.Capacity       `json:"capacity"`
+	Target     *sweep.TargetVerdict `json:"target,omitempty"`
+	Cost       sweep.Cost           `json:"cost"`
+	Steps      []Step               `json:"steps"`
+	Missing    []string             `json:"missing_signals"`
+	Warnings   []string             `json:"warnings"`
+	StopReason string               `json:"stop_reason"`
+	PostFlight sweep.PostFlight     `json:"post_flight"`
+	RunDir     string               `json:"run_dir"`
+	Started    string               `json:"started"`
+	WallS      float64              `json:"wall_s"`
+	TimeScale  float64              `json:"time_scale"`
+	Versions   map[string]string    `json:"versions"`
+}
+
+// Recipe is the part of the recipe a reader of the summary needs.
+type Recipe struct {
+	Name          string  `json:"name"`
+	Engine        string  `json:"engine"`
+	Nodes         int     `json:"nodes"`
+	GPUsPerNode   int     `json:"gpus_per_node"`
+	USDPerGPUHour float64 `json:"usd_per_gpu_hour"`
+	Endpoint      string  `json:"endpoint"`
+	Model         string  `json:"model"`
+}
+
+// Step is one judged step in the summary.
+type Step struct {
+	Sessions         int               `json:"sessions"`
+	Verdict          verdict.Verdict   `json:"verdict"`
+	TTFTP90          stats.Summary     `json:"ttft_p90"`
+	InteractivityP90 stats.Summary     `json:"interactivity_p90"`
+	ErrorRate        stats.Summary     `json:"error_rate"`
+	Parts            []verdict.Part    `json:"parts"`
+	Missing          []string          `json:"missing,omitempty"`
+	Warnings         []string          `json:"warnings,omitempty"`
+	Load             sweep.LoadSummary `json:"load"`
+	Tokens           sweep.Tokens      `json:"tokens"`
+	MeasureStartS    float64           `json:"measure_start_s"`
+	EndS             float64           `json:"end_s"`
+	Windows          int               `json:"windows"`
+}
+
+// StepOf flattens a sweep step for the summary.
+func StepOf(s sweep.StepResult) Step {
+	out := Step{
+		Sessions: s.Sessions, Verdict: s.Judged.Verdict, Parts: s.Judged.Parts,
+		Missing: s.Judged.Missing, Warnings: s.Judged.Warnings, Load: s.Load, Tokens: s.Tokens,
+		MeasureStartS: s.MeasureStart, EndS: s.End, Windows: s.Windows,
+	}
+	nan := stats.Summary{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+	out.TTFTP90, out.InteractivityP90, out.ErrorRate = nan, nan, nan
+	for _, p := range s.Judged.Parts {
+		switch p.Name {
+		case "ttft":
+			out.TTFTP90 = p.Value
+		case "interactivity":
+			out.InteractivityP90 = p.Value
+		case "errors":
+			out.ErrorRate = p.Value
+		}
+	}
+	return out
+}
+
+// Collect fills the run-wide lists of missing signals and warnings from the
+// steps, without repeats, in a stable order.
+func (s *Summary) Collect(extra []string) {
+	miss := map[string]bool{}
+	warn := map[string]bool{}
+	for _, st := range s.Steps {
+		for _, m := range st.Missing {
+			miss[m] = true
+		}
+		for _, w := range st.Warnings {
+			warn[fmt.Sprintf("%d sessions: %s", st.Sessions, w)] = true
+		}
+	}
+	for _, w := range extra {
+		warn[w] = true
+	}
+	s.Missing, s.Warnings = keys(miss), keys(warn)
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// WriteText prints the summary people read on the terminal. Its key line is
+// the capacity with its interval and what limited it.
+func WriteText(w io.Writer, s Summary) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs at $%.2f/GPU-hour; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
+		s.Recipe.Name, s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour,
+		s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
+	b.WriteString("\n")
+	writeStepTable(&b, s.Steps, false)
+	b.WriteString("\n")
+	fmt.Fprintf(&b, "capacity: %s\n", s.Capacity)
+	fmt.Fprintf(&b, "cost: %s\n", costLine(s.Cost))
+	if s.Target != nil {
+		fmt.Fprintf(&b, "target %d sessions: %s\n", s.Target.Sessions, s.Target.Verdict)
+	}
+	if s.Capacity.Note != "" {
+		fmt.Fprintf(&b, "note: %s\n", s.Capacity.Note)
+	}
+	fmt.Fprintf(&b, "stopped: %s\n", s.StopReason)
+	if len(s.Missing) > 0 {
+		fmt.Fprintf(&b, "signals the bar wanted and did not get: %s\n", strings.Join(s.Missing, ", "))
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	fmt.Fprintf(&b, "run directory: %s\n", s.RunDir)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func costLine(c sweep.Cost) string {
+	if c.USDPerSessionHour == nil {
+		return fmt.Sprintf("n/a per session-hour (no step held the bar); the recipe costs $%.2f/hour", c.USDPerHour)
+	}
+	prefix := "$"
+	if c.AtMost {
+		prefix = "<= $"
+	}
+	out := fmt.Sprintf("%s%.2f per session-hour", prefix, *c.USDPerSessionHour)
+	if c.USDPerSessionHourLo != nil && c.USDPerSessionHourHi != nil && !c.AtMost {
+		out += fmt.Sprintf(" (95%% interval $%.2f-$%.2f)", *c.USDPerSessionHourLo, *c.USDPerSessionHourHi)
+	}
+	out += fmt.Sprintf(" at $%.2f/hour", c.USDPerHour)
+	if c.USDPerMillionTokens != nil {
+		out += fmt.Sprintf("; $%.3f per million tokens at %d sessions", *c.USDPerMillionTokens, c.FromStep)
+	} else {
+		out += "; $/M tokens n/a (no step passed)"
+	}
+	return out
+}
+
+// writeStepTable writes the step table, as aligned text or as Markdown.
+func writeStepTable(b *strings.Builder, steps []Step, md bool) {
+	head := []string{"sessions", "verdict", "P90 TTFT s (95% CI)", "P90 tok/s/user (95% CI)", "errors (95% CI)", "turns", "in flight/session", "cache hit"}
+	rows := [][]string{}
+	for _, s := range steps {
+		hit := "-"
+		if s.Tokens.Prompt > 0 {
+			hit = fmt.Sprintf("%.0f%%", 100*s.Tokens.Cached/s.Tokens.Prompt)
+		}
+		rows = append(rows, []string{
+			fmt.Sprint(s.Sessions), string(s.Verdict),
+			fmtCI(s.TTFTP90, 2, 1), fmtCI(s.InteractivityP90, 1, 1), fmtCI(s.ErrorRate, 1, 100) + "%",
+			fmt.Sprint(s.Load.Planned), fmt.Sprintf("%.2f", s.Load.InFlightPerSession), hit,
+		})
+	}
+	if md {
+		b.WriteString("| " + strings.Join(head, " | ") + " |\n")
+		b.WriteString("|" + strings.Repeat("---|", len(head)) + "\n")
+		for _, r := range rows {
+			b.WriteString("| " + strings.Join(r, " | ") + " |\n")
+		}
+		return
+	}
+	width := make([]int, len(head))
+	for i, h := range head {
+		width[i] = len(h)
+		for _, r := range rows {
+			width[i] = max(width[i], len(r[i]))
+		}
+	}
+	line := func(cells []string) {
+		for i, c := range cells {
+			fmt.Fprintf(b, "%-*s", width[i]+2, c)
+		}
+		b.WriteString("\n")
+	}
+	line(head)
+	for _, r := range rows {
+		line(r)
+	}
+}
+
+func fmtCI(s stats.Summary, digits int, scale float64) string {
+	if math.IsNaN(s.Center) {
+		return "no data"
+	}
+	f := func(v float64) string {
+		if math.IsInf(v, 1) {
+			return "inf"
+		}
+		return fmt.Sprintf("%.*f", digits, v*scale)
+	}
+	return fmt.Sprintf("%s (%s-%s)", f(s.Center), f(s.Lo), f(s.Hi))
+}
+
+// Markdown renders report.md.
+func Markdown(s Summary) []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# headroom: %s\n\n", s.Recipe.Name)
+	fmt.Fprintf(&b, "**Capacity: %s.**  \n", s.Capacity)
+	fmt.Fprintf(&b, "**Cost: %s.**\n\n", costLine(s.Cost))
+	if s.Target != nil {
+		fmt.Fprintf(&b, "Target of %d sessions: **%s**.\n\n", s.Target.Sessions, s.Target.Verdict)
+	}
+	fmt.Fprintf(&b, "Recipe: %s on %d node(s) x %d GPU(s) at $%.2f per GPU-hour, model `%s` at `%s`.\n\n",
+		s.Recipe.Engine, s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour, s.Recipe.Model, s.Recipe.Endpoint)
+	fmt.Fprintf(&b, "Bar: P90 TTFT <= %g s; P90 interactivity >= %g tokens/s per user; errors < %g%%. ", s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
+	b.WriteString("Each value is judged from the server's metrics over the step's judged time, with a 95% bootstrap interval over windows; an interval that crosses the bar reads `too_close`.\n\n")
+	b.WriteString("## Steps\n\n")
+	writeStepTable(&b, s.Steps, true)
+	b.WriteString("\n")
+	b.WriteString("### Parts\n\n| sessions | part | verdict | value | interval | bar | margin | source |\n|---|---|---|---|---|---|---|---|\n")
+	for _, st := range s.Steps {
+		for _, p := range st.Parts {
+			fmt.Fprintf(&b, "| %d | %s | %s | %.4g | %.4g-%.4g | %g | %+.4g | %s |\n",
+				st.Sessions, p.Name, p.Verdict, p.Value.Center, p.Value.Lo, p.Value.Hi, p.Bar, p.Margin, p.Source)
+		}
+	}
+	b.WriteString("\n## Client-side cross-checks\n\nKept for cross-checks only; the verdicts above use the server's numbers.\n\n")
+	b.WriteString("| sessions | turns sent | errors seen by client | client P90 TTFT s | prompt tokens served vs planned |\n|---|---|---|---|---|\n")
+	for _, st := range s.Steps {
+		fmt.Fprintf(&b, "| %d | %d | %d | %.2f | %+.2f%% |\n", st.Sessions, st.Load.Sent, st.Load.ClientErrors, st.Load.ClientTTFTP90, st.Load.PromptDrift*100)
+	}
+	b.WriteString("\n## Missing signals\n\n")
+	if len(s.Missing) == 0 {
+		b.WriteString("None: every signal the bar wanted was reported.\n")
+	} else {
+		for _, m := range s.Missing {
+			fmt.Fprintf(&b, "- %s\n", m)
+		}
+	}
+	b.WriteString("\n## Warnings\n\n")
+	if len(s.Warnings) == 0 {
+		b.WriteString("None.\n")
+	}
+	for _, w := range s.Warnings {
+		fmt.Fprintf(&b, "- %s\n", w)
+	}
+	fmt.Fprintf(&b, "\n## Run\n\n- stopped: %s\n- post-flight: idle=%v after %.0f s\n- started %s, %.0f s of wall time at time scale %g\n- run directory: `%s`\n",
+		s.StopReason, s.PostFlight.Idle, s.PostFlight.WaitedS, s.Started, s.WallS, s.TimeScale, s.RunDir)
+	return []byte(b.String())
+}

@@ -1,0 +1,136 @@
+package sweep
+
+import (
+	"math"
+	"testing"
+
+	"github.com/headroom-bench/headroom/internal/stats"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// step builds a judged step from TTFT and interactivity (center, lo, hi)
+// under the reference bar (5.3 s, 10 tok/s, 2%), with errors at zero.
+func step(n int, ttft, inter [3]float64) Point {
+	bar := verdict.Bar{TTFTP90: 5.3, InteractivityP90: 10, ErrorRate: 0.02}
+	mk := func(name string, v [3]float64, b float64, ok func(lo, hi float64) verdict.Verdict) verdict.Part {
+		return verdict.Part{Name: name, Value: stats.Summary{Center: v[0], Lo: v[1], Hi: v[2]}, Bar: b, Verdict: ok(v[1], v[2])}
+	}
+	t := mk("ttft", ttft, bar.TTFTP90, func(lo, hi float64) verdict.Verdict {
+		switch {
+		case hi <= bar.TTFTP90:
+			return verdict.Pass
+		case lo > bar.TTFTP90:
+			return verdict.Fail
+		}
+		return verdict.TooClose
+	})
+	i := mk("interactivity", inter, bar.InteractivityP90, func(lo, hi float64) verdict.Verdict {
+		switch {
+		case lo >= bar.InteractivityP90:
+			return verdict.Pass
+		case hi < bar.InteractivityP90:
+			return verdict.Fail
+		}
+		return verdict.TooClose
+	})
+	e := verdict.Part{Name: "errors", Value: stats.Summary{}, Bar: bar.ErrorRate, Verdict: verdict.Pass}
+	v := verdict.Worse(verdict.Worse(t.Verdict, i.Verdict), e.Verdict)
+	return Point{Sessions: n, Judged: verdict.Step{Verdict: v, Parts: []verdict.Part{t, i, e}}}
+}
+
+func TestCapacityOf(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	cases := []struct {
+		name           string
+		points         []Point
+		want, lo, hi   float64
+		limitedBy      string
+		atLeast, below bool
+	}{
+		// TTFT crosses 5.3 halfway between 4.3 at 6 and 6.3 at 8: capacity 7.
+		// The pessimistic hi curve (4.8 -> 6.8) crosses at 6.5, the optimistic
+		// lo curve (3.8 -> 5.8) at 7.5.
+		{"interpolated ttft crossing", []Point{
+			step(4, [3]float64{2, 1.5, 2.5}, fast),
+			step(6, [3]float64{4.3, 3.8, 4.8}, fast),
+			step(8, [3]float64{6.3, 5.8, 6.8}, fast),
+		}, 7, 6.5, 7.5, "ttft", false, false},
+		// Interactivity limits before TTFT does: 12 -> 8 tok/s crosses 10 at 5.
+		{"interactivity limits", []Point{
+			step(4, [3]float64{1, 0.5, 1.5}, [3]float64{12, 11, 13}),
+			step(6, [3]float64{1.5, 1, 2}, [3]float64{8, 7, 9}),
+		}, 5, 4.5, 5.5, "interactivity", false, false},
+		// Every step passed: capacity is at least the last step, nothing extrapolated.
+		{"all pass", []Point{
+			step(4, [3]float64{1, 0.5, 1.5}, fast),
+			step(8, [3]float64{2, 1.5, 2.5}, fast),
+		}, 8, 8, 8, "not reached", true, false},
+		// The first step already misses: below the first step.
+		{"below first", []Point{
+			step(4, [3]float64{9, 8, 10}, fast),
+		}, 0, 0, 0, "ttft", false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := CapacityOf(c.points)
+			if !near(got.Sessions, c.want) || !near(got.Lo, c.lo) || !near(got.Hi, c.hi) {
+				t.Errorf("capacity = %g (%g-%g), want %g (%g-%g)", got.Sessions, got.Lo, got.Hi, c.want, c.lo, c.hi)
+			}
+			if got.LimitedBy != c.limitedBy || got.AtLeast != c.atLeast || got.BelowFirst != c.below {
+				t.Errorf("limited by %q at_least %v below %v, want %q %v %v", got.LimitedBy, got.AtLeast, got.BelowFirst, c.limitedBy, c.atLeast, c.below)
+			}
+			if got.Lo > got.Sessions || got.Sessions > got.Hi {
+				t.Errorf("interval %g-%g does not hold the capacity %g", got.Lo, got.Hi, got.Sessions)
+			}
+		})
+	}
+}
+
+func TestCapacityMissingSignalNeverPasses(t *testing.T) {
+	p1 := step(4, [3]float64{1, 0.5, 1.5}, [3]float64{20, 18, 22})
+	p2 := step(8, [3]float64{1, 0.5, 1.5}, [3]float64{20, 18, 22})
+	// at 8 sessions TTFT is missing: the curve ends at 4, no interpolation into the unknown
+	p2.Judged.Parts[0].Verdict = verdict.NoData
+	p2.Judged.Parts[0].Value = stats.Summary{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
+	p2.Judged.Verdict = verdict.NoData
+	got := CapacityOf([]Point{p1, p2})
+	if got.Sessions != 4 || got.AtLeast {
+		t.Errorf("capacity with a missing signal at 8 = %+v, want 4 and not at_least", got)
+	}
+}
+
+func TestTargetVerdict(t *testing.T) {
+	cases := []struct {
+		c    Capacity
+		want verdict.Verdict
+	}{
+		{Capacity{Sessions: 19, Lo: 18.2, Hi: 20}, verdict.Pass},     // interval above the target
+		{Capacity{Sessions: 14, Lo: 13.7, Hi: 15}, verdict.TooClose}, // touches the target: too close, as in the reference's recipe 3
+		{Capacity{Sessions: 10, Lo: 9, Hi: 11}, verdict.Fail},        // clear miss
+		{Capacity{Sessions: 10, Lo: 10, Hi: 10, AtLeast: true, HiOpen: true}, verdict.NoData}, // ladder ended below the target
+	}
+	for _, c := range cases {
+		if got := c.c.Target(15).Verdict; got != c.want {
+			t.Errorf("target 15 with capacity %g (%g-%g): %s, want %s", c.c.Sessions, c.c.Lo, c.c.Hi, got, c.want)
+		}
+	}
+}
+
+func TestCostOf(t *testing.T) {
+	// The reference report: 2 nodes x 8 GPUs at $1.80 = $28.80/hour; 10 sessions -> $2.88.
+	c := CostOf(2, 8, 1.80, Capacity{Sessions: 10, Lo: 8, Hi: 12}, 46e6, 10)
+	if !near(c.USDPerHour, 28.8) || !near(*c.USDPerSessionHour, 2.88) {
+		t.Errorf("cost = %+v, want $28.80/hour and $2.88/session-hour", c)
+	}
+	if !near(*c.USDPerSessionHourLo, 2.4) || !near(*c.USDPerSessionHourHi, 3.6) {
+		t.Errorf("cost interval = %g-%g, want 2.40-3.60", *c.USDPerSessionHourLo, *c.USDPerSessionHourHi)
+	}
+	if !near(*c.USDPerMillionTokens, 28.8/46) {
+		t.Errorf("$/M tokens = %g, want %g", *c.USDPerMillionTokens, 28.8/46)
+	}
+	if below := CostOf(2, 8, 1.8, Capacity{BelowFirst: true}, 0, 0); below.USDPerSessionHour != nil || below.USDPerMillionTokens != nil {
+		t.Errorf("a recipe below its first step got a price: %+v", below)
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }

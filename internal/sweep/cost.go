@@ -1,0 +1,48 @@
+package sweep
+
+import "math"
+
+// Cost is what a session-hour and a million tokens cost at the bar.
+type Cost struct {
+	USDPerHour float64 `json:"usd_per_hour"`
+	// USDPerSessionHour is the hourly price divided by the capacity; Lo and Hi
+	// come from the capacity interval. Null when capacity is below the first step.
+	USDPerSessionHour   *float64 `json:"usd_per_session_hour"`
+	USDPerSessionHourLo *float64 `json:"usd_per_session_hour_lo,omitempty"`
+	USDPerSessionHourHi *float64 `json:"usd_per_session_hour_hi,omitempty"`
+	// AtMost is true when capacity is a lower bound, so the cost is an upper bound.
+	AtMost bool `json:"at_most,omitempty"`
+	// USDPerMillionTokens counts cached input, uncached input and output tokens
+	// from the server's counters at the last step that passed, as InferenceX does.
+	USDPerMillionTokens *float64 `json:"usd_per_million_tokens"`
+	TokensPerHour       float64  `json:"tokens_per_hour,omitempty"`
+	FromStep            int      `json:"from_step_sessions,omitempty"`
+}
+
+// CostOf prices the capacity and the tokens of the last passing step.
+func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokensPerHour float64, fromStep int) Cost {
+	hourly := float64(nodes*gpusPerNode) * usdPerGPUHour
+	out := Cost{USDPerHour: hourly, AtMost: c.AtLeast}
+	if c.Sessions > 0 && !c.BelowFirst {
+		out.USDPerSessionHour = ptr(hourly / c.Sessions)
+		if c.Hi > 0 {
+			out.USDPerSessionHourLo = ptr(hourly / c.Hi)
+		}
+		if c.Lo > 0 {
+			out.USDPerSessionHourHi = ptr(hourly / c.Lo)
+		}
+	}
+	if tokensPerHour > 0 {
+		out.TokensPerHour = tokensPerHour
+		out.USDPerMillionTokens = ptr(hourly / tokensPerHour * 1e6)
+		out.FromStep = fromStep
+	}
+	return out
+}
+
+func ptr(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}

@@ -1,0 +1,439 @@
+// Package sweep runs the ladder: it holds each step's concurrent sessions
+// through a warm-up and a judged time, judges the step from the server's
+// metrics, stops at the first step that misses the bar, and turns the judged
+// steps into capacity with an interval and its cost.
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// Load is the load generator as the sweep drives it.
+type Load interface {
+	SetSessions(n int)
+	SetTag(load.Tag)
+	InFlight() int
+	Stop(grace time.Duration)
+}
+
+// Source gives one sample of the server's metrics.
+type Source interface {
+	Scrape(ctx context.Context, at time.Duration) (signal.Sample, error)
+}
+
+// Plan is the sweep's part of the run file, in modelled time.
+type Plan struct {
+	Ladder  []int
+	Warmup  time.Duration
+	Step    time.Duration
+	Window  time.Duration
+	Scrape  time.Duration
+	Drain   time.Duration
+	Bar     verdict.Bar
+	Options verdict.Options
+}
+
+// Runner runs one sweep.
+type Runner struct {
+	Plan   Plan
+	Clock  *timescale.Clock
+	Load   Load
+	Source Source
+	Book   *Book
+	// OnSample and OnStep persist what the sweep learns as it goes; either may be nil.
+	OnSample func(signal.Sample)
+	OnStep   func(StepResult)
+	// Progress receives one line per event for people watching; may be nil.
+	Progress io.Writer
+
+	mu       sync.Mutex
+	samples  []signal.Sample
+	inFlight []inFlightSample
+	warnings []string
+}
+
+type inFlightSample struct {
+	at time.Duration
+	n  int
+}
+
+// StepResult is one judged step.
+type StepResult struct {
+	Index        int          `json:"index"`
+	Sessions     int          `json:"sessions"`
+	Start        float64      `json:"start_s"`
+	MeasureStart float64      `json:"measure_start_s"`
+	End          float64      `json:"end_s"`
+	Judged       verdict.Step `json:"judged"`
+	Load         LoadSummary  `json:"load"`
+	Tokens       Tokens       `json:"tokens"`
+	Windows      int          `json:"windows"`
+}
+
+// LoadSummary is what the load generator sent and saw in a step's judged time.
+type LoadSummary struct {
+	Planned      int `json:"planned"`
+	Sent         int `json:"sent"`
+	NotReached   int `json:"not_reached"`
+	Unsent       int `json:"unsent"`
+	ClientErrors int `json:"client_errors"`
+	// InFlight is the mean of requests in flight; per session it shows how much
+	// parallel work each session really keeps open.
+	InFlight           float64 `json:"in_flight_mean"`
+	InFlightPerSession float64 `json:"in_flight_per_session"`
+	// ClientTTFTP90 is the client-side P90 TTFT, kept for cross-checks only.
+	ClientTTFTP90 float64 `json:"client_ttft_p90_s,omitempty"`
+	// PromptDrift is served/planned prompt tokens - 1 over successful turns.
+	PromptDrift float64 `json:"prompt_drift"`
+}
+
+// Tokens are the server's token counters over a step's judged time.
+type Tokens struct {
+	Prompt  float64 `json:"prompt"`
+	Cached  float64 `json:"cached"`
+	Output  float64 `json:"output"`
+	Seconds float64 `json:"seconds"`
+	PerHour float64 `json:"per_hour"`
+}
+
+// Result is a whole sweep.
+type Result struct {
+	Steps      []StepResult `json:"steps"`
+	Capacity   Capacity     `json:"capacity"`
+	PostFlight PostFlight   `json:"post_flight"`
+	Warnings   []string     `json:"warnings,omitempty"`
+	StopReason string       `json:"stop_reason"`
+}
+
+// PostFlight says whether the engine went back to idle after the load stopped.
+type PostFlight struct {
+	Idle     bool    `json:"idle"`
+	WaitedS  float64 `json:"waited_s"`
+	Running  float64 `json:"running"`
+	Waiting  float64 `json:"waiting"`
+	Detail   string  `json:"detail,omitempty"`
+	Verified bool    `json:"verified"` // the gauges were present to check it
+}
+
+// Samples returns a copy of the samples scraped so far.
+func (r *Runner) Samples() []signal.Sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]signal.Sample(nil), r.samples...)
+}
+
+func (r *Runner) logf(format string, args ...any) {
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, format+"\n", args...)
+	}
+}
+
+// Run runs the ladder until a step misses the bar or the ladder ends, then
+// stops the load and waits for the engine to be idle. A cancelled ctx stops
+// the sweep after the step in flight is abandoned; what was judged is returned.
+func (r *Runner) Run(ctx context.Context) (Result, error) {
+	p := r.Plan
+	if p.Scrape <= 0 || p.Window <= 0 || p.Step < p.Window {
+		return Result{}, errors.New("sweep plan: scrape, window and step times must be positive and step >= window")
+	}
+	sctx, stopScrape := context.WithCancel(ctx)
+	scrapeDone := make(chan struct{})
+	go func() { defer close(scrapeDone); r.scrapeLoop(sctx) }()
+	defer func() { stopScrape(); <-scrapeDone }()
+
+	var res Result
+	res.StopReason = "the ladder ended"
+	var points []Point
+	for i, n := range p.Ladder {
+		step, err := r.step(ctx, i, n)
+		if err != nil {
+			res.StopReason = "interrupted: " + err.Error()
+			break
+		}
+		res.Steps = append(res.Steps, step)
+		points = append(points, Point{Sessions: n, Judged: step.Judged})
+		if r.OnStep != nil {
+			r.OnStep(step)
+		}
+		r.logf("step %d/%d: %s", i+1, len(p.Ladder), describeStep(step))
+		if v := step.Judged.Verdict; v == verdict.Fail || v == verdict.NoData {
+			res.StopReason = fmt.Sprintf("step %d (%d sessions) read %s", i+1, n, v)
+			break
+		}
+	}
+	res.Capacity = CapacityOf(points)
+	res.PostFlight = r.postFlight(ctx)
+	r.mu.Lock()
+	res.Warnings = append(res.Warnings, r.warnings...)
+	r.mu.Unlock()
+	if !res.PostFlight.Idle {
+		res.Warnings = append(res.Warnings, "post-flight: "+res.PostFlight.Detail)
+	}
+	return res, ctx.Err()
+}
+
+// step runs one step: warm-up, then the judged time on the scrape grid.
+func (r *Runner) step(ctx context.Context, i, n int) (StepResult, error) {
+	p, c := r.Plan, r.Clock
+	start := c.Now()
+	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseWarmup})
+	r.Load.SetSessions(n)
+	measureStart := alignUp(start+p.Warmup, p.Scrape)
+	r.logf("step %d/%d: %d sessions, warm-up until %s, judged %s", i+1, len(p.Ladder), n, fmtDur(measureStart), fmtDur(p.Step))
+	if err := c.SleepUntil(ctx, measureStart); err != nil {
+		return StepResult{}, err
+	}
+	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseMeasure})
+	measureEnd := measureStart + p.Step
+	if err := c.SleepUntil(ctx, measureEnd); err != nil {
+		return StepResult{}, err
+	}
+	// the next step's warm-up starts now; records sent from here are its own
+	r.Load.SetTag(load.Tag{Step: i + 1, Sessions: n, Phase: load.PhaseWarmup})
+	if err := r.awaitSample(ctx, measureEnd); err != nil {
+		return StepResult{}, err
+	}
+	windows := signal.Windows(r.Samples(), measureStart, measureEnd, p.Window)
+	loads, summary := r.loadWindows(i, windows)
+	judged := verdict.Judge(p.Bar, windows, loads, p.Options)
+	summary.InFlight = r.meanInFlight(measureStart, measureEnd)
+	summary.InFlightPerSession = summary.InFlight / float64(n)
+	return StepResult{
+		Index: i, Sessions: n,
+		Start: start.Seconds(), MeasureStart: measureStart.Seconds(), End: measureEnd.Seconds(),
+		Judged: judged, Load: summary, Tokens: tokensOf(windows), Windows: len(windows),
+	}, nil
+}
+
+// scrapeLoop samples the server on a grid of the scrape interval from the
+// run's start, so window edges fall on samples.
+func (r *Runner) scrapeLoop(ctx context.Context) {
+	p, c := r.Plan, r.Clock
+	for k := time.Duration(0); ; k++ {
+		at := k * p.Scrape
+		if c.Now() > at+p.Scrape {
+			continue // fell behind: skip grid points that have passed
+		}
+		if err := c.SleepUntil(ctx, at); err != nil {
+			return
+		}
+		inflight := r.Load.InFlight()
+		s, err := r.Source.Scrape(ctx, at)
+		if ctx.Err() != nil {
+			return
+		}
+		r.mu.Lock()
+		r.inFlight = append(r.inFlight, inFlightSample{at: at, n: inflight})
+		if err != nil {
+			r.warnings = appendOnce(r.warnings, "scrape failed: "+err.Error())
+			r.mu.Unlock()
+			continue
+		}
+		r.samples = append(r.samples, s)
+		r.mu.Unlock()
+		if r.OnSample != nil {
+			r.OnSample(s)
+		}
+	}
+}
+
+func appendOnce(xs []string, x string) []string {
+	for _, v := range xs {
+		if v == x {
+			return xs
+		}
+	}
+	return append(xs, x)
+}
+
+// awaitSample waits (bounded) until a sample at or after t has landed.
+func (r *Runner) awaitSample(ctx context.Context, t time.Duration) error {
+	deadline := time.Now().Add(r.Clock.Real(2*r.Plan.Scrape) + 2*time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		n := len(r.samples)
+		ok := n > 0 && r.samples[n-1].At >= t
+		r.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	r.mu.Lock()
+	r.warnings = appendOnce(r.warnings, fmt.Sprintf("no metrics sample landed at the end of a step (%s): the last window is judged on what there is", fmtDur(t)))
+	r.mu.Unlock()
+	return nil
+}
+
+// loadWindows counts, per judged window, the turns the lanes planned and what
+// became of them, from the records of step i's judged time.
+func (r *Runner) loadWindows(i int, windows []signal.Window) ([]verdict.LoadWindow, LoadSummary) {
+	out := make([]verdict.LoadWindow, len(windows))
+	var sum LoadSummary
+	var ttfts []float64
+	var planned, served float64
+	for _, rec := range r.Book.Step(i, load.PhaseMeasure) {
+		k := windowOf(windows, rec.Send)
+		if k < 0 {
+			continue
+		}
+		w := &out[k]
+		w.Planned++
+		switch rec.Error {
+		case load.ErrUnsent:
+			w.Unsent++
+		case load.ErrConnect:
+			w.NotReached++
+		default:
+			w.Sent++
+		}
+		if rec.Failed() && rec.Error != load.ErrUnsent {
+			w.ClientErrors++
+		}
+		if !rec.Failed() {
+			if t := rec.TTFT(); t > 0 {
+				ttfts = append(ttfts, t)
+			}
+			planned += float64(rec.PlannedPromptTokens)
+			served += float64(rec.ServedPromptTokens)
+		}
+	}
+	for _, w := range out {
+		sum.Planned += w.Planned
+		sum.Sent += w.Sent
+		sum.NotReached += w.NotReached
+		sum.Unsent += w.Unsent
+		sum.ClientErrors += w.ClientErrors
+	}
+	sum.ClientTTFTP90 = quantile(ttfts, 0.9)
+	if planned > 0 {
+		sum.PromptDrift = served/planned - 1
+	}
+	return out, sum
+}
+
+func windowOf(ws []signal.Window, t float64) int {
+	for k, w := range ws {
+		if t >= w.Start.Seconds() && t < w.End.Seconds() {
+			return k
+		}
+	}
+	return -1
+}
+
+func (r *Runner) meanInFlight(from, to time.Duration) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	total, n := 0, 0
+	for _, s := range r.inFlight {
+		if s.at >= from && s.at < to {
+			total += s.n
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return float64(total) / float64(n)
+}
+
+func tokensOf(ws []signal.Window) Tokens {
+	var t Tokens
+	for _, w := range ws {
+		t.Prompt += w.Counter[signal.PromptTokens]
+		t.Cached += w.Counter[signal.PrefixCacheHits]
+		t.Output += w.Counter[signal.GenerationTokens]
+		t.Seconds += (w.End - w.Start).Seconds()
+	}
+	if t.Seconds > 0 {
+		t.PerHour = (t.Prompt + t.Output) / t.Seconds * 3600
+	}
+	return t
+}
+
+// postFlight stops the load and waits until the engine has nothing running
+// or waiting: a run is not over until the engine is back where it started.
+func (r *Runner) postFlight(ctx context.Context) PostFlight {
+	c := r.Clock
+	r.Load.SetTag(load.Tag{Step: len(r.Plan.Ladder), Phase: load.PhaseDrain})
+	start := c.Now()
+	r.Load.Stop(c.Real(r.Plan.Drain))
+	pf := PostFlight{}
+	// a fresh context: post-flight runs even when the sweep was interrupted
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Real(r.Plan.Drain)+time.Second)
+	defer cancel()
+	for {
+		s, err := r.Source.Scrape(pctx, c.Now())
+		if err == nil {
+			running, okR := s.Gauge[signal.Running]
+			waiting, okW := s.Gauge[signal.Waiting]
+			pf.Running, pf.Waiting, pf.Verified = running, waiting, okR && okW
+			if pf.Verified && running == 0 && waiting == 0 {
+				pf.Idle = true
+				break
+			}
+			if !pf.Verified {
+				pf.Detail = "the server reports no running/waiting gauges, so idleness could not be checked"
+				break
+			}
+		}
+		if c.Now()-start > r.Plan.Drain || pctx.Err() != nil {
+			pf.Detail = fmt.Sprintf("the engine was not idle after %s: %g running, %g waiting", fmtDur(r.Plan.Drain), pf.Running, pf.Waiting)
+			if err != nil {
+				pf.Detail = "metrics unreachable after the load stopped: " + err.Error()
+			}
+			break
+		}
+		time.Sleep(c.Real(r.Plan.Scrape) / 5)
+	}
+	pf.WaitedS = (c.Now() - start).Seconds()
+	if pf.Idle {
+		r.logf("post-flight: engine idle after %.0fs", pf.WaitedS)
+	} else {
+		r.logf("post-flight: %s", pf.Detail)
+	}
+	return pf
+}
+
+func alignUp(t, grid time.Duration) time.Duration {
+	return (t + grid - 1) / grid * grid
+}
+
+func fmtDur(d time.Duration) string {
+	return (time.Duration(math.Round(d.Seconds())) * time.Second).String()
+}
+
+func describeStep(s StepResult) string {
+	out := fmt.Sprintf("%d sessions  %-9s", s.Sessions, s.Judged.Verdict)
+	for _, p := range s.Judged.Parts {
+		out += fmt.Sprintf("  %s %s", p.Name, p.Verdict)
+	}
+	return out + fmt.Sprintf("  (%d turns, %.1f in flight)", s.Load.Planned, s.Load.InFlight)
+}
+
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sortFloats(s)
+	idx := q * float64(len(s)-1)
+	lo := int(math.Floor(idx))
+	hi := int(math.Ceil(idx))
+	return s[lo] + (s[hi]-s[lo])*(idx-float64(lo))
+}
