@@ -226,7 +226,11 @@ func (j judge) histograms(name string) (hs []stats.Histogram, absent int) {
 // quantileResult is the pooled P90 of a histogram signal with its bootstrap
 // interval widened to at least the bucket holding the center.
 type quantileResult struct {
-	v, lo, hi    float64
+	v, lo, hi float64
+	// loOpen is true when lo is the lower edge of a bucket the whole interval
+	// lies at or above: bucket (a, b] holds values above a, so the quantile is
+	// strictly greater than lo.
+	loOpen       bool
 	bucket       [2]float64
 	absent, n    int
 	observations float64
@@ -258,6 +262,7 @@ func (j judge) p90(name string) (r quantileResult, ok bool, why string) {
 		r.warnings = append(r.warnings, fmt.Sprintf("%s: too few windows with observations to bootstrap; interval is the bucket only", name))
 	}
 	r.lo, r.hi = math.Min(lo, blo), math.Max(hi, bhi)
+	r.loOpen = lo >= blo
 	if absent > 0 {
 		r.warnings = append(r.warnings, fmt.Sprintf("%s is missing from %d of %d windows: judged on the rest, and it cannot pass", name, absent, r.n))
 	}
@@ -289,7 +294,7 @@ func (j judge) ttft(bar float64, lowLoad bool) Part {
 	switch {
 	case r.hi <= bar:
 		p.Verdict = Pass
-	case r.lo > bar:
+	case r.lo > bar || (r.loOpen && r.lo >= bar):
 		p.Verdict = Fail
 	default:
 		p.Verdict = TooClose
@@ -327,7 +332,9 @@ func (j judge) interactivity(bar float64, lowLoad bool) Part {
 	switch {
 	case p.Value.Lo >= bar:
 		p.Verdict = Pass
-	case p.Value.Hi < bar:
+	case p.Value.Hi < bar || (r.loOpen && p.Value.Hi <= bar):
+		// 1/lo is the top of the interval; when lo is an open bucket edge
+		// the speed is strictly below it.
 		p.Verdict = Fail
 	default:
 		p.Verdict = TooClose

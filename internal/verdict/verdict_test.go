@@ -286,3 +286,31 @@ func BenchmarkJudge(b *testing.B) {
 		Judge(bar, ws, ls, DefaultOptions())
 	}
 }
+
+// TestOpenBucketEdgeAtTheBar covers a bar that sits on a bucket edge, as the
+// reference bar of 10 tokens/s sits on vLLM's 0.1 s per-token edge: when the
+// whole interval lies in the bucket just past the bar, the quantile is
+// strictly past it (buckets are (a, b]), so the part fails rather than
+// reading too close.
+func TestOpenBucketEdgeAtTheBar(t *testing.T) {
+	const n = 20
+	justSlow := []float64{0, 0, 0, 0, 0, 100} // every TPOT in (0.1, 0.15]: under 10 tok/s
+	st := Judge(bar, spec{ttft: fastTTFT, tpot: justSlow}.windows(n), load(n, 100, 100), DefaultOptions())
+	p, _ := st.Part(PartInteractivity)
+	if p.Verdict != Fail {
+		t.Errorf("P90 TPOT wholly in (0.1, 0.15] against a 10 tok/s bar: %s (interval %g-%g), want fail", p.Verdict, p.Value.Lo, p.Value.Hi)
+	}
+	justFast := []float64{0, 0, 0, 0, 100} // every TPOT in (0.075, 0.1]: at least 10 tok/s
+	st = Judge(bar, spec{ttft: fastTTFT, tpot: justFast}.windows(n), load(n, 100, 100), DefaultOptions())
+	if p, _ = st.Part(PartInteractivity); p.Verdict != Pass {
+		t.Errorf("P90 TPOT wholly in (0.075, 0.1] against a 10 tok/s bar: %s, want pass", p.Verdict)
+	}
+	// The same for TTFT with a bar on the 5 s edge.
+	edgeBar := bar
+	edgeBar.TTFTP90 = 5
+	justLate := []float64{0, 0, 0, 0, 0, 0, 100} // all in (5, 6]
+	st = Judge(edgeBar, spec{ttft: justLate, tpot: fastTPOT}.windows(n), load(n, 100, 100), DefaultOptions())
+	if p, _ = st.Part(PartTTFT); p.Verdict != Fail {
+		t.Errorf("P90 TTFT wholly in (5, 6] against a 5 s bar: %s, want fail", p.Verdict)
+	}
+}

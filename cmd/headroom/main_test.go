@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+func TestHelpListsCommandsWithExamples(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	for _, want := range []string{"run ", "sim ", "traces ", "Examples:", "headroom run"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("headroom --help lacks %q:\n%s", want, help)
+		}
+	}
+	// every command says what it does in a line and shows an example
+	for _, args := range [][]string{{"run", "--help"}, {"sim", "serve", "--help"}, {"traces", "stats", "--help"}, {"traces", "synth", "--help"}} {
+		out.Reset()
+		if err := run(context.Background(), args, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "Examples:") {
+			t.Errorf("%v has no example:\n%s", args, out.String())
+		}
+	}
+}
+
+func TestBadRunFileNamesFileAndField(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "bad.yaml")
+	body := strings.Replace(string(config.DefaultYAML()), "ttft_p90_s: 5.3", "ttft_p90_s: 0", 1)
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"run", "-f", f}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "bad.yaml") || !strings.Contains(err.Error(), "bar.ttft_p90_s") {
+		t.Errorf("error %v does not name the file and field", err)
+	}
+}
+
+// TestShortSweepAgainstSimulator runs the whole pipeline on loopback: the
+// simulated gateway, synthesised sessions, lanes, scraping, verdicts,
+// capacity and the run directory, then checks that what it says is
+// consistent with itself.
+func TestShortSweepAgainstSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end sweep skipped in -short mode")
+	}
+	dir := t.TempDir()
+	cfg := strings.NewReplacer(
+		"ladder: [2, 4, 6, 8, 10, 12, 14, 16]", "ladder: [2, 6, 12]",
+		"warmup_s: 60", "warmup_s: 30",
+		"step_s: 240", "step_s: 90",
+		"target: 10", "target: 6",
+		"synth_sessions: 200", "synth_sessions: 40",
+		"resamples: 1000", "resamples: 200",
+	).Replace(string(config.DefaultYAML()))
+	f := filepath.Join(dir, "short.yaml")
+	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	if err := run(ctx, []string{"run", "-f", f, "--json", "--output", filepath.Join(dir, "runs")}, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s", err, stderr.String())
+	}
+	var sum report.Summary
+	if err := json.Unmarshal(stdout.Bytes(), &sum); err != nil {
+		t.Fatalf("--json output is not a summary: %v\n%s", err, stdout.String())
+	}
+	// the raw JSON has the fields the issue names
+	var raw map[string]any
+	_ = json.Unmarshal(stdout.Bytes(), &raw)
+	for _, path := range []string{"capacity.sessions", "capacity.lo", "capacity.hi", "capacity.limited_by", "capacity.at_least", "cost.usd_per_session_hour", "run_dir"} {
+		if !hasPath(raw, path) {
+			t.Errorf("summary JSON lacks %s", path)
+		}
+	}
+	if len(sum.Steps) == 0 {
+		t.Fatal("no step was judged")
+	}
+	bar := sum.Bar
+	for _, st := range sum.Steps {
+		for _, field := range []string{"ttft_p90", "interactivity_p90", "error_rate"} {
+			if !strings.Contains(stdout.String(), `"`+field+`"`) {
+				t.Errorf("step JSON lacks %s", field)
+			}
+		}
+		worst := verdict.Pass
+		for _, p := range st.Parts {
+			worst = verdict.Worse(worst, p.Verdict)
+			if p.Verdict == verdict.NoData {
+				continue
+			}
+			v := p.Value
+			if !(v.Lo <= v.Center && v.Center <= v.Hi) {
+				t.Errorf("%d sessions %s: interval %g-%g does not hold %g", st.Sessions, p.Name, v.Lo, v.Hi, v.Center)
+			}
+			// the verdict agrees with the value and its interval
+			switch p.Name {
+			case "ttft":
+				checkVerdict(t, st.Sessions, p, v.Hi <= bar.TTFTP90, v.Lo > bar.TTFTP90)
+			case "interactivity":
+				checkVerdict(t, st.Sessions, p, v.Lo >= bar.InteractivityP90, v.Hi <= bar.InteractivityP90)
+			case "errors":
+				checkVerdict(t, st.Sessions, p, v.Hi < bar.ErrorRate, v.Lo >= bar.ErrorRate)
+			}
+		}
+		if st.Verdict != worst {
+			t.Errorf("%d sessions: step verdict %s, worst part %s", st.Sessions, st.Verdict, worst)
+		}
+		if st.Load.Planned == 0 || st.Tokens.Prompt == 0 {
+			t.Errorf("%d sessions: no load measured: %+v %+v", st.Sessions, st.Load, st.Tokens)
+		}
+	}
+	c := sum.Capacity
+	first, last := float64(sum.Steps[0].Sessions), float64(sum.Steps[len(sum.Steps)-1].Sessions)
+	if c.Sessions < 0 || c.Sessions > last || c.Lo > c.Sessions || c.Hi < c.Sessions || c.Hi > last {
+		t.Errorf("capacity %g (%g-%g) is not inside the ladder %g-%g", c.Sessions, c.Lo, c.Hi, first, last)
+	}
+	if c.AtLeast != allPass(sum.Steps) {
+		t.Errorf("at_least %v but step verdicts %v", c.AtLeast, verdicts(sum.Steps))
+	}
+	for _, name := range []string{"config.yaml", "records.jsonl", "metrics.jsonl", "steps.jsonl", "summary.json", "report.md"} {
+		if st, err := os.Stat(filepath.Join(sum.RunDir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("run directory lacks %s: %v", name, err)
+		}
+	}
+	md, _ := os.ReadFile(filepath.Join(sum.RunDir, "report.md"))
+	if !strings.Contains(string(md), "| sessions | verdict |") {
+		t.Errorf("report.md has no step table:\n%s", md)
+	}
+	if !sum.PostFlight.Idle {
+		t.Errorf("the engine was not idle after the run: %+v", sum.PostFlight)
+	}
+}
+
+func checkVerdict(t *testing.T, n int, p verdict.Part, pass, fail bool) {
+	t.Helper()
+	want := verdict.TooClose
+	switch {
+	case pass:
+		want = verdict.Pass
+	case fail:
+		want = verdict.Fail
+	}
+	// an interval ending exactly on an open bucket edge may read fail where
+	// the closed comparison says too close; both are honest, pass is not.
+	if p.Verdict != want && !(p.Verdict == verdict.Fail && want == verdict.TooClose) {
+		t.Errorf("%d sessions %s: verdict %s, but value %g (%g-%g) against bar %g says %s", n, p.Name, p.Verdict, p.Value.Center, p.Value.Lo, p.Value.Hi, p.Bar, want)
+	}
+}
+
+func allPass(steps []report.Step) bool {
+	for _, s := range steps {
+		if s.Verdict != verdict.Pass {
+			return false
+		}
+	}
+	return true
+}
+
+func verdicts(steps []report.Step) []verdict.Verdict {
+	var out []verdict.Verdict
+	for _, s := range steps {
+		out = append(out, s.Verdict)
+	}
+	return out
+}
+
+func hasPath(m map[string]any, path string) bool {
+	var cur any = m
+	for _, k := range strings.Split(path, ".") {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = mm[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
