@@ -169,7 +169,7 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 		Plan: sweep.Plan{
 			Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
 			Window: seconds(cfg.Sweep.WindowS), Scrape: seconds(cfg.Sweep.ScrapeS), Drain: seconds(cfg.Sweep.DrainS),
-			Bar: verdict.Bar{TTFTP90: cfg.Bar.TTFTP90S, InteractivityP90: cfg.Bar.InteractivityP90TPS, ErrorRate: cfg.Bar.ErrorRate},
+			Bar:     verdict.Bar{TTFTP90: cfg.Bar.TTFTP90S, InteractivityP90: cfg.Bar.InteractivityP90TPS, ErrorRate: cfg.Bar.ErrorRate},
 			Options: opts,
 		},
 		Clock: clock, Load: gen, Source: scraper, Book: book, Progress: progress,
@@ -293,4 +293,3 @@ func preflight(ctx context.Context, endpoint, model string, scraper *signal.Scra
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-

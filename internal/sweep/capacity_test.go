@@ -104,9 +104,9 @@ func TestTargetVerdict(t *testing.T) {
 		c    Capacity
 		want verdict.Verdict
 	}{
-		{Capacity{Sessions: 19, Lo: 18.2, Hi: 20}, verdict.Pass},     // interval above the target
-		{Capacity{Sessions: 14, Lo: 13.7, Hi: 15}, verdict.TooClose}, // touches the target: too close, as in the reference's recipe 3
-		{Capacity{Sessions: 10, Lo: 9, Hi: 11}, verdict.Fail},        // clear miss
+		{Capacity{Sessions: 19, Lo: 18.2, Hi: 20}, verdict.Pass},                              // interval above the target
+		{Capacity{Sessions: 14, Lo: 13.7, Hi: 15}, verdict.TooClose},                          // touches the target: too close, as in the reference's recipe 3
+		{Capacity{Sessions: 10, Lo: 9, Hi: 11}, verdict.Fail},                                 // clear miss
 		{Capacity{Sessions: 10, Lo: 10, Hi: 10, AtLeast: true, HiOpen: true}, verdict.NoData}, // ladder ended below the target
 	}
 	for _, c := range cases {
