@@ -85,17 +85,29 @@ func CapacityOf(points []Point) Capacity {
 	}
 
 	c := Capacity{Sessions: math.Inf(1), Lo: math.Inf(1), Hi: math.Inf(1)}
+	closest := "" // the part whose pessimistic bound crossed first
 	for _, rule := range partRules {
 		center, pess, opt := curveCrossings(pts, rule)
-		if !center.reached && !pess.reached && !opt.reached {
-			continue
-		}
-		if center.at < c.Sessions {
+		if center.reached && center.at < c.Sessions {
 			c.Sessions, c.LimitedBy = center.at, rule.name
 			c.BelowFirst = center.below
 		}
-		c.Lo = math.Min(c.Lo, pess.at)
-		c.Hi = math.Min(c.Hi, opt.at)
+		if pess.reached {
+			if pess.at < c.Lo {
+				closest = rule.name
+			}
+			c.Lo = math.Min(c.Lo, pess.at)
+		}
+		if opt.reached {
+			c.Hi = math.Min(c.Hi, opt.at)
+		}
+	}
+	if math.IsInf(c.Sessions, 1) && !math.IsInf(c.Lo, 1) {
+		// No centre left the bar, but an interval touched it: capacity is
+		// the last step, its interval reaches down to where a bound crossed,
+		// and nothing above the last step was measured.
+		return Capacity{Sessions: last, Lo: math.Min(c.Lo, last), Hi: last, HiOpen: true, LimitedBy: closest,
+			Note: fmt.Sprintf("no step failed; %s came too close to the bar, and nothing above %g sessions was measured", closest, last)}
 	}
 	if math.IsInf(c.Sessions, 1) {
 		// Some step did not pass, yet no part's curve left the bar: the
@@ -163,7 +175,9 @@ func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64) cross
 			return crossing{at: prevS, reached: true}
 		}
 		v := value(part)
-		if !rule.ok(v, part.Bar) {
+		// a confident fail ends every curve at this step, whichever bound
+		// sits on an open bucket edge at the bar
+		if !rule.ok(v, part.Bar) || part.Verdict == verdict.Fail {
 			if k == 0 {
 				return crossing{at: 0, reached: true, below: true}
 			}

@@ -134,3 +134,34 @@ func TestCostOf(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+// TestCapacityOpenUpperBound: when the optimistic curve never leaves the bar
+// within the ladder, the upper bound is the last step and says it is open.
+func TestCapacityOpenUpperBound(t *testing.T) {
+	got := CapacityOf([]Point{
+		step(4, [3]float64{2, 1, 5.0}, [3]float64{20, 18, 22}),
+		step(8, [3]float64{5.0, 4, 6}, [3]float64{20, 18, 22}), // too close: hi crosses, center and lo do not
+	})
+	if got.Sessions != 8 || !got.HiOpen || got.Hi != 8 || got.AtLeast {
+		t.Errorf("capacity = %+v, want 8 with an open upper bound at 8 and not at_least", got)
+	}
+	if got.Lo >= 8 || got.Lo <= 4 {
+		t.Errorf("lo = %g, want the pessimistic crossing between 4 and 8", got.Lo)
+	}
+}
+
+// TestCapacityFailOnBucketEdge: interactivity whose upper bound rests on the
+// bar at an open bucket edge reads fail at 12; every curve must end there.
+func TestCapacityFailOnBucketEdge(t *testing.T) {
+	p12 := step(12, [3]float64{3, 2, 5}, [3]float64{7.2, 6.7, 10})
+	for i := range p12.Judged.Parts {
+		if p12.Judged.Parts[i].Name == "interactivity" {
+			p12.Judged.Parts[i].Verdict = verdict.Fail
+		}
+	}
+	p12.Judged.Verdict = verdict.Fail
+	got := CapacityOf([]Point{step(10, [3]float64{1, 0.7, 1.8}, [3]float64{10.7, 10, 13.3}), p12})
+	if got.HiOpen || got.Hi != 12 || got.LimitedBy != "interactivity" {
+		t.Errorf("capacity = %+v, want a closed upper bound at 12 limited by interactivity", got)
+	}
+}
