@@ -1,16 +1,17 @@
 // Package signal reads what the servers report: it scrapes Prometheus metric
-// sources, maps each engine's metric names onto headroom's common names, and
-// cuts the samples into windows of deltas.
+// endpoints or queries a Prometheus server, maps each engine's metric names
+// onto headroom's common names, and cuts the samples into windows of deltas.
 package signal
 
 import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -23,12 +24,14 @@ import (
 // in seconds and fractions; counters are plain counts.
 const (
 	TTFT               = "ttft_seconds"         // histogram: time to first token
+	EngineTTFT         = "engine_ttft_seconds"  // histogram: TTFT measured inside the engine when TTFT comes from a gateway
 	TPOT               = "tpot_seconds"         // histogram: per-request time per output token
 	ITL                = "itl_seconds"          // histogram: inter-token latency
 	E2E                = "e2e_seconds"          // histogram: end-to-end request latency
 	Queue              = "queue_seconds"        // histogram: time spent waiting in the queue
 	RequestsOK         = "requests_ok"          // counter: requests that finished normally
 	RequestsAborted    = "requests_aborted"     // counter: requests aborted by the engine or the client
+	RequestsFailed     = "requests_failed"      // counter: requests that ended in an error without an HTTP status class (timeouts, exceptions)
 	HTTP2xx            = "http_2xx"             // counter
 	HTTP4xx            = "http_4xx"             // counter: refusals such as context too long
 	HTTP5xx            = "http_5xx"             // counter: server errors
@@ -36,9 +39,10 @@ const (
 	GenerationTokens   = "generation_tokens"    // counter
 	PrefixCacheHits    = "prefix_cache_hits"    // counter (tokens)
 	PrefixCacheQueries = "prefix_cache_queries" // counter (tokens)
-	Preemptions        = "preemptions"          // counter
+	Preemptions        = "preemptions"          // counter: preempted or retracted requests
 	Running            = "running"              // gauge: requests running
 	Waiting            = "waiting"              // gauge: requests waiting
+	RequestsActive     = "requests_active"      // gauge: requests callers still have open at the gateway
 	KVCacheUsage       = "kv_cache_usage"       // gauge: fraction 0..1 of the KV cache in use
 )
 
@@ -52,170 +56,206 @@ const (
 	Histogram Kind = "histogram"
 )
 
+// commonKinds is every common name with the kind its rules must have.
+var commonKinds = map[string]Kind{
+	TTFT: Histogram, EngineTTFT: Histogram, TPOT: Histogram, ITL: Histogram, E2E: Histogram, Queue: Histogram,
+	RequestsOK: Counter, RequestsAborted: Counter, RequestsFailed: Counter,
+	HTTP2xx: Counter, HTTP4xx: Counter, HTTP5xx: Counter,
+	PromptTokens: Counter, GenerationTokens: Counter, PrefixCacheHits: Counter, PrefixCacheQueries: Counter, Preemptions: Counter,
+	Running: Gauge, Waiting: Gauge, RequestsActive: Gauge, KVCacheUsage: Gauge,
+}
+
+// CommonNames returns every common name with its kind (a copy).
+func CommonNames() map[string]Kind { return maps.Clone(commonKinds) }
+
 // Rule maps one engine series family (and label matchers) onto a common name.
-// A Match value may list alternatives separated by "|" ("stop|length").
+//
+// A Match value is an anchored RE2 regular expression on the label's value,
+// as PromQL's =~ ("stop|length", "5.."); a leading "!" negates it, as !~. A
+// label the series lacks has the value "", so "" matches only series without
+// the label and "!" (an empty negated pattern) only series with it.
+//
 // Scale converts units (0.001 for ms to s); 0 means 1. For histograms it
 // scales bucket bounds and the sum, never the counts.
+//
+// Field reads a histogram family as a counter: "count" is its number of
+// observations, "sum" the sum of them (tokens from an OpenTelemetry token
+// usage histogram). Empty for a family read as what it is.
 type Rule struct {
 	Common string            `json:"common"`
 	Metric string            `json:"metric"`
 	Match  map[string]string `json:"match,omitempty"`
 	Kind   Kind              `json:"kind"`
 	Scale  float64           `json:"scale,omitempty"`
+	Field  string            `json:"field,omitempty"`
 }
 
 // Mapping is the set of rules for one engine or gateway. Series that match
 // several rules for the same common name are counted once per rule.
 type Mapping []Rule
 
-// VLLM is the mapping for vLLM v1's /metrics (and its API server's HTTP
-// counters from prometheus-fastapi-instrumentator).
-func VLLM() Mapping {
-	chat := func(status string) map[string]string {
-		return map[string]string{"handler": "/v1/chat/completions", "status": status}
-	}
-	return Mapping{
-		{Common: TTFT, Metric: "vllm:time_to_first_token_seconds", Kind: Histogram},
-		{Common: TPOT, Metric: "vllm:request_time_per_output_token_seconds", Kind: Histogram},
-		{Common: ITL, Metric: "vllm:inter_token_latency_seconds", Kind: Histogram},
-		{Common: E2E, Metric: "vllm:e2e_request_latency_seconds", Kind: Histogram},
-		{Common: Queue, Metric: "vllm:request_queue_time_seconds", Kind: Histogram},
-		{Common: RequestsOK, Metric: "vllm:request_success_total", Match: map[string]string{"finished_reason": "stop|length"}, Kind: Counter},
-		{Common: RequestsAborted, Metric: "vllm:request_success_total", Match: map[string]string{"finished_reason": "abort"}, Kind: Counter},
-		{Common: HTTP2xx, Metric: "http_requests_total", Match: chat("2xx"), Kind: Counter},
-		{Common: HTTP4xx, Metric: "http_requests_total", Match: chat("4xx"), Kind: Counter},
-		{Common: HTTP5xx, Metric: "http_requests_total", Match: chat("5xx"), Kind: Counter},
-		{Common: PromptTokens, Metric: "vllm:prompt_tokens_total", Kind: Counter},
-		{Common: GenerationTokens, Metric: "vllm:generation_tokens_total", Kind: Counter},
-		{Common: PrefixCacheHits, Metric: "vllm:prefix_cache_hits_total", Kind: Counter},
-		{Common: PrefixCacheQueries, Metric: "vllm:prefix_cache_queries_total", Kind: Counter},
-		{Common: Preemptions, Metric: "vllm:num_preemptions_total", Kind: Counter},
-		{Common: Running, Metric: "vllm:num_requests_running", Kind: Gauge},
-		{Common: Waiting, Metric: "vllm:num_requests_waiting", Kind: Gauge},
-		{Common: KVCacheUsage, Metric: "vllm:kv_cache_usage_perc", Kind: Gauge},
-	}
-}
+// metricName is a legal Prometheus metric name, colons included.
+var metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 
-// Sample is one scrape of every target, mapped to common names, with series
-// summed across targets, labels and ranks (except kv_cache_usage, a fraction,
-// which keeps the fullest series).
-type Sample struct {
-	At      time.Duration              `json:"at"` // modelled time since run start
-	Hist    map[string]stats.Histogram `json:"hist"`
-	Counter map[string]float64         `json:"counter"`
-	Gauge   map[string]float64         `json:"gauge"`
-	Errors  []string                   `json:"errors,omitempty"` // targets that failed this scrape
-}
+// labelName is a legal Prometheus label name.
+var labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
-// NewSample returns an empty sample taken at modelled time at.
-func NewSample(at time.Duration) Sample {
-	return Sample{At: at, Hist: map[string]stats.Histogram{}, Counter: map[string]float64{}, Gauge: map[string]float64{}}
-}
-
-func (s *Sample) init() {
-	if s.Hist == nil {
-		s.Hist = map[string]stats.Histogram{}
-	}
-	if s.Counter == nil {
-		s.Counter = map[string]float64{}
-	}
-	if s.Gauge == nil {
-		s.Gauge = map[string]float64{}
-	}
-}
-
-// addGauge combines one more series of a gauge: fractions (KV cache usage)
-// take the fullest copy, since one full copy is what stalls requests; counts
-// of requests are summed.
-func (s *Sample) addGauge(name string, v float64) {
-	old, ok := s.Gauge[name]
+// Check reports the first thing wrong with the rule, naming the field.
+func (r Rule) Check() error {
+	want, known := commonKinds[r.Common]
 	switch {
-	case !ok:
-		s.Gauge[name] = v
-	case name == KVCacheUsage:
-		s.Gauge[name] = math.Max(old, v)
-	default:
-		s.Gauge[name] = old + v
+	case r.Common == "":
+		return errors.New("common: empty; name the signal the rule feeds (ttft_seconds, http_5xx, ...)")
+	case !known:
+		return fmt.Errorf("common: %q is not a common name; use one of %s", r.Common, strings.Join(sortedKeys(commonKinds), ", "))
+	case !metricName.MatchString(r.Metric):
+		return fmt.Errorf("metric: %q is not a Prometheus metric name (letters, digits, _ and :)", r.Metric)
+	case r.Kind != Counter && r.Kind != Gauge && r.Kind != Histogram:
+		return fmt.Errorf("kind: %q; use counter, gauge or histogram", r.Kind)
+	case r.Kind != want:
+		return fmt.Errorf("kind: %s is a %s, the rule says %s", r.Common, want, r.Kind)
+	case r.Scale < 0 || math.IsNaN(r.Scale) || math.IsInf(r.Scale, 0):
+		return fmt.Errorf("scale: %g; use a positive factor (0.001 for ms to s), or leave it out for 1", r.Scale)
+	case r.Field != "" && r.Field != "count" && r.Field != "sum":
+		return fmt.Errorf("field: %q; use count or sum (of a histogram read as a counter), or leave it out", r.Field)
+	case r.Field != "" && r.Kind != Counter:
+		return fmt.Errorf("field: %q needs kind counter, the rule says %s", r.Field, r.Kind)
 	}
+	for _, name := range sortedKeys(r.Match) {
+		if !labelName.MatchString(name) || name == "le" || name == "quantile" {
+			return fmt.Errorf("match: %q is not a label a rule can match on", name)
+		}
+		if _, err := regexp.Compile(matchPattern(r.Match[name])); err != nil {
+			return fmt.Errorf("match: %s: %q is not a regular expression: %v", name, r.Match[name], err)
+		}
+	}
+	return nil
 }
 
-// Merge adds another target's sample into s (At and Errors of s are kept,
-// o's errors appended). Histograms with different bounds are not merged and
-// are reported in the error.
-func (s *Sample) Merge(o Sample) error {
-	s.init()
-	var errs []error
-	for name, h := range o.Hist {
-		sum, err := s.Hist[name].Add(h)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
-			continue
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// matchPattern anchors a Match value, without its "!" prefix.
+func matchPattern(v string) string {
+	return "^(?:" + strings.TrimPrefix(v, "!") + ")$"
+}
+
+// matcher is one compiled Match entry.
+type matcher struct {
+	label  string
+	re     *regexp.Regexp
+	negate bool
+}
+
+// compiledRule is a checked rule with its matchers compiled.
+type compiledRule struct {
+	Rule
+	scale    float64
+	matchers []matcher
+}
+
+func (m Mapping) compile() ([]compiledRule, error) {
+	out := make([]compiledRule, 0, len(m))
+	for i, r := range m {
+		if err := r.Check(); err != nil {
+			return nil, fmt.Errorf("mapping rule %d (%s <- %s): %w", i, r.Common, r.Metric, err)
 		}
-		s.Hist[name] = sum
+		c := compiledRule{Rule: r, scale: r.Scale}
+		if c.scale == 0 {
+			c.scale = 1
+		}
+		for _, name := range sortedKeys(r.Match) {
+			v := r.Match[name]
+			c.matchers = append(c.matchers, matcher{label: name, re: regexp.MustCompile(matchPattern(v)), negate: strings.HasPrefix(v, "!")})
+		}
+		out = append(out, c)
 	}
-	for name, v := range o.Counter {
-		s.Counter[name] += v
+	return out, nil
+}
+
+// Families lists the metric families the mapping reads, sorted, each once.
+func (m Mapping) Families() []string {
+	var out []string
+	for _, r := range m {
+		if !slices.Contains(out, r.Metric) {
+			out = append(out, r.Metric)
+		}
 	}
-	for name, v := range o.Gauge {
-		s.addGauge(name, v)
-	}
-	s.Errors = append(s.Errors, o.Errors...)
-	return errors.Join(errs...)
+	slices.Sort(out)
+	return out
 }
 
 // Parse reads Prometheus text exposition (format 0.0.4), maps the families
-// named by the rules onto common names and adds them into into. Families no
-// rule names are ignored. Non-finite counter or gauge values are skipped.
+// named by the rules onto common names and adds them into into, keeping each
+// series group's raw values in into.Parts (see Sample). Families no rule names
+// are ignored. Non-finite counter or gauge values are skipped.
 func (m Mapping) Parse(r io.Reader, into *Sample) error {
-	into.init()
+	return m.parse(r, "", into)
+}
+
+// parse is Parse with part keys prefixed by the target they came from.
+func (m Mapping) parse(r io.Reader, prefix string, into *Sample) error {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := p.TextToMetricFamilies(r)
 	if err != nil {
 		return fmt.Errorf("parsing metrics exposition: %w (is the target a Prometheus /metrics endpoint in text format?)", err)
 	}
+	return m.add(families, prefix, into)
+}
+
+// add maps parsed families into the sample; the Prometheus source builds the
+// same families from query results, so both sources share this code.
+func (m Mapping) add(families map[string]*dto.MetricFamily, prefix string, into *Sample) error {
+	into.init()
+	rules, err := m.compile()
+	if err != nil {
+		return err
+	}
 	var errs []error
-	for _, rule := range m {
+	for _, rule := range rules {
 		mf, ok := families[rule.Metric]
 		if !ok {
 			continue
-		}
-		scale := rule.Scale
-		if scale == 0 {
-			scale = 1
 		}
 		for _, metric := range mf.GetMetric() {
 			if !rule.matches(metric) {
 				continue
 			}
+			part := prefix + rule.partKey(metric)
 			switch rule.Kind {
 			case Histogram:
-				h, ok := histogramOf(metric, scale)
+				h, ok := histogramOf(metric, rule.scale)
 				if !ok {
 					errs = append(errs, fmt.Errorf("%s: rule for %s wants a histogram but the family is %s", rule.Metric, rule.Common, mf.GetType()))
 					continue
 				}
-				sum, err := into.Hist[rule.Common].Add(h)
-				if err != nil {
+				if err := into.addHist(part, rule.Common, h); err != nil {
 					errs = append(errs, fmt.Errorf("%s -> %s: %w", rule.Metric, rule.Common, err))
-					continue
 				}
-				into.Hist[rule.Common] = sum
 			case Counter, Gauge:
-				v, ok := valueOf(metric)
+				v, ok := valueOf(metric, rule.Field)
 				if !ok {
-					errs = append(errs, fmt.Errorf("%s: rule for %s wants a %s but the family is %s", rule.Metric, rule.Common, rule.Kind, mf.GetType()))
+					want := string(rule.Kind)
+					if rule.Field != "" {
+						want = "histogram (field " + rule.Field + ")"
+					}
+					errs = append(errs, fmt.Errorf("%s: rule for %s wants a %s but the family is %s", rule.Metric, rule.Common, want, mf.GetType()))
 					continue
 				}
 				if math.IsNaN(v) || math.IsInf(v, 0) {
 					continue
 				}
 				if rule.Kind == Counter {
-					into.Counter[rule.Common] += v * scale
+					into.addCounter(part, rule.Common, v*rule.scale)
 				} else {
-					into.addGauge(rule.Common, v*scale)
+					into.addGauge(rule.Common, v*rule.scale)
 				}
-			default:
-				errs = append(errs, fmt.Errorf("rule for %s has kind %q: use counter, gauge or histogram", rule.Common, rule.Kind))
 			}
 		}
 		// A counter family the engine exposes is present even when no series
@@ -227,24 +267,66 @@ func (m Mapping) Parse(r io.Reader, into *Sample) error {
 	return errors.Join(errs...)
 }
 
-// matches reports whether every matcher of the rule holds for the series.
-func (r Rule) matches(m *dto.Metric) bool {
-	for name, want := range r.Match {
-		got, found := "", false
+// matches reports whether every matcher of the rule holds for the series; a
+// label the series lacks has the value "".
+func (r compiledRule) matches(m *dto.Metric) bool {
+	for _, mt := range r.matchers {
+		got := ""
 		for _, lp := range m.GetLabel() {
-			if lp.GetName() == name {
-				got, found = lp.GetValue(), true
+			if lp.GetName() == mt.label {
+				got = lp.GetValue()
 				break
 			}
 		}
-		if !found || !slices.Contains(strings.Split(want, "|"), got) {
+		if mt.re.MatchString(got) == mt.negate {
 			return false
 		}
 	}
 	return true
 }
 
-func valueOf(m *dto.Metric) (float64, bool) {
+// partKey names the series group a series belongs to: its labels, less the
+// ones the rule matches on (series that differ only there are one process's
+// split of one count, summed into one part) and less le and quantile.
+func (r compiledRule) partKey(m *dto.Metric) string {
+	var b strings.Builder
+	labels := slices.Clone(m.GetLabel())
+	slices.SortFunc(labels, func(x, y *dto.LabelPair) int { return strings.Compare(x.GetName(), y.GetName()) })
+	for _, lp := range labels {
+		name := lp.GetName()
+		if name == "le" || name == "quantile" || name == model.MetricNameLabel {
+			continue
+		}
+		if _, ok := r.Match[name]; ok {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", name, lp.GetValue())
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return "{" + b.String() + "}"
+}
+
+// valueOf reads a counter, gauge or untyped value, or with field "count" or
+// "sum" a histogram's count or sum.
+func valueOf(m *dto.Metric, field string) (float64, bool) {
+	if field != "" {
+		h := m.GetHistogram()
+		if h == nil {
+			return 0, false
+		}
+		if field == "sum" {
+			return h.GetSampleSum(), true
+		}
+		if h.SampleCountFloat != nil {
+			return h.GetSampleCountFloat(), true
+		}
+		return float64(h.GetSampleCount()), true
+	}
 	switch {
 	case m.Counter != nil:
 		return m.Counter.GetValue(), true

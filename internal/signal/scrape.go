@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// Scraper reads /metrics from every target and sums them into one Sample.
+// Scraper reads /metrics from every target and sums them into one Sample,
+// keeping each target's series groups as parts keyed "URL{labels}".
 type Scraper struct {
 	Targets []string     // full /metrics URLs
 	Mapping Mapping      // engine names to common names
@@ -77,7 +78,7 @@ func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) er
 	// own series) still contributes what could be read; a target whose text
 	// does not parse contributes nothing.
 	part := NewSample(into.At)
-	err = s.Mapping.Parse(io.LimitReader(resp.Body, maxBody), &part)
+	err = s.Mapping.parse(io.LimitReader(resp.Body, maxBody), target, &part)
 	if err != nil && len(part.Hist)+len(part.Counter)+len(part.Gauge) == 0 {
 		return err
 	}

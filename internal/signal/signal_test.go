@@ -215,10 +215,12 @@ func TestWindows(t *testing.T) {
 		// a counter that goes down is a restart: the later value is the delta, with a warning.
 		{"restart", restart, 0, 40 * time.Second, 10 * time.Second,
 			[]time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second},
-			[]float64{100, 100, 40, 460}, []float64{10, 10, 2, 38}, []int{0, 0, 2, 0}, "counter prompt_tokens went down between 20s and 30s (engine restart?): delta taken from zero", nil},
-		// a family missing from one edge sample is absent from both windows touching it.
+			[]float64{100, 100, 40, 460}, []float64{10, 10, 2, 38}, []int{0, 0, 1, 0}, "prompt_tokens, ttft_seconds went down between 20s and 30s (engine restart?): delta taken from zero", nil},
+		// a family missing from the sample at an edge (a failed scrape) takes
+		// that edge from the nearest sample holding it, ties to the earlier:
+		// both windows use 10s, so 100+300 is the whole growth, once.
 		{"absent at an edge", noCounter, 0, 40 * time.Second, 20 * time.Second,
-			[]time.Duration{0, 20 * time.Second, 40 * time.Second}, []float64{-1, -1}, []float64{20, 20}, []int{0, 0}, "", nil},
+			[]time.Duration{0, 20 * time.Second, 40 * time.Second}, []float64{100, 300}, []float64{20, 20}, []int{1, 1}, "prompt_tokens missing from the scrape at 20s: used the one at 10s", nil},
 		// edges use the closest sample even when scrapes are not on the edge.
 		{"closest sample", jittered, 0, 20 * time.Second, 10 * time.Second,
 			[]time.Duration{0, 10 * time.Second, 20 * time.Second}, []float64{100, 100}, []float64{10, 10}, []int{0, 0}, "", nil},

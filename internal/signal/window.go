@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/stats"
@@ -30,18 +31,29 @@ type Window struct {
 }
 
 // Windows cuts [start, end) into consecutive windows of width (a last window
-// shorter than width/2 is merged into the one before it) and takes deltas
-// between the samples closest to each edge. Samples must be sorted by At.
+// shorter than width/2 is merged into the one before it) and takes deltas of
+// counters and histograms between the samples closest to each edge. Samples
+// must be sorted by At.
 //
-// A family present in one edge sample and absent in the other is absent in
-// that window. A counter or histogram that went down between the edges was
-// reset (an engine restart): the later value is taken as the delta from zero,
-// with a warning.
+// Deltas are taken per part (one engine copy or rank of one target, see
+// Sample.Parts) and then summed, chaining over every sample between the
+// edges that has the part:
+//   - a part whose value goes down between two samples was reset (a restart
+//     of that copy): its delta restarts from zero there, for that part only,
+//     even when other copies' growth hides the drop in the sum; a warning
+//     names the part;
+//   - a part missing from the sample at an edge (its target failed that
+//     scrape) takes its edge from the nearest sample that has it, ties to the
+//     earlier, so neighbouring windows still share edges and nothing is
+//     counted twice; a warning names the part and the scrape used;
+//   - a part first seen after the first sample, when the sample before it
+//     had no failed targets, counts from zero in that sample (a label set
+//     created on first use, such as the first 5xx, counts in full).
 //
-// Limitation: samples hold sums across targets, so a reset is only seen when
-// the sum goes down; a restart of one engine copy hidden by another copy's
-// growth gives too small a delta. Per-series reset detection needs per-target
-// samples.
+// A counter present in both edge samples with no parts (a family exposed with
+// no matching series yet) has a delta of zero. A histogram whose buckets
+// changed within the window is left out, with a warning. Gauge statistics
+// come from the samples inside the window.
 func Windows(samples []Sample, start, end, width time.Duration) []Window {
 	if len(samples) == 0 || end <= start {
 		return nil
@@ -95,44 +107,26 @@ func window(samples []Sample, start, end time.Duration, last bool) Window {
 			warn("no scrape near the edge at %v: used the one at %v", e.edge, e.s.At)
 		}
 		if len(e.s.Errors) > 0 {
-			warn("scrape at %v missed targets (%v): deltas in this window may be wrong", e.s.At, e.s.Errors)
+			warn("scrape at %v missed targets (%v): their series take deltas across the scrapes that have them", e.s.At, e.s.Errors)
 		}
 	}
 	if i0 == i1 {
 		warn("window [%v, %v) has the same scrape at both edges: no deltas (scrape more often than the window width)", start, end)
 	} else {
-		for name, hb := range b.Hist {
-			ha, ok := a.Hist[name]
-			if !ok {
-				continue
+		d := deltas{samples: samples, start: start, end: end, i0: i0, i1: i1, notes: map[string][]string{}}
+		for _, name := range d.names(false) {
+			if v, ok := d.counter(name); ok {
+				w.Counter[name] = v
 			}
-			if !hb.SameBounds(ha) {
-				warn("histogram %s changed buckets between %v and %v: left out of this window", name, a.At, b.At)
-				continue
-			}
-			if hb.Decreased(ha) {
-				warn("histogram %s went down between %v and %v (engine restart?): delta taken from zero", name, a.At, b.At)
-				w.Hist[name] = hb.Clone()
-				continue
-			}
-			d, err := hb.Sub(ha)
-			if err != nil {
-				warn("histogram %s: %v", name, err)
-				continue
-			}
-			w.Hist[name] = d
 		}
-		for name, vb := range b.Counter {
-			va, ok := a.Counter[name]
-			if !ok {
-				continue
+		for _, name := range d.names(true) {
+			if h, ok := d.hist(name); ok {
+				w.Hist[name] = h
 			}
-			if vb < va {
-				warn("counter %s went down between %v and %v (engine restart?): delta taken from zero", name, a.At, b.At)
-				w.Counter[name] = vb
-				continue
-			}
-			w.Counter[name] = vb - va
+		}
+		for note, names := range d.notes {
+			slices.Sort(names)
+			warn("%s %s", strings.Join(slices.Compact(names), ", "), note)
 		}
 	}
 	for _, s := range samples {
@@ -157,4 +151,245 @@ func window(samples []Sample, start, end time.Duration, last bool) Window {
 	}
 	slices.Sort(w.Warnings)
 	return w
+}
+
+// deltas takes one window's per-part deltas.
+type deltas struct {
+	samples    []Sample
+	start, end time.Duration
+	i0, i1     int                 // the samples closest to the edges
+	notes      map[string][]string // warning text -> the signals it applies to
+}
+
+// names lists the counters (or histograms) seen in the samples from edge to edge.
+func (d *deltas) names(hist bool) []string {
+	seen := map[string]bool{}
+	for k := d.i0; k <= d.i1; k++ {
+		s := &d.samples[k]
+		if hist {
+			for name := range s.Hist {
+				seen[name] = true
+			}
+		} else {
+			for name := range s.Counter {
+				seen[name] = true
+			}
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// parts lists the parts holding name in the samples from edge to edge; a
+// sample without parts holds its sums as the part "".
+func (d *deltas) parts(name string, hist bool) []string {
+	seen := map[string]bool{}
+	for k := d.i0; k <= d.i1; k++ {
+		s := &d.samples[k]
+		if s.Parts == nil {
+			if _, ok := vec(s, "", name, hist); ok {
+				seen[""] = true
+			}
+			continue
+		}
+		for key, p := range s.Parts {
+			var ok bool
+			if hist {
+				_, ok = p.Hist[name]
+			} else {
+				_, ok = p.Counter[name]
+			}
+			if ok {
+				seen[key] = true
+			}
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// vec returns the raw values of name in part p of s: a counter's value, or a
+// histogram's cumulative counts followed by its count and its sum.
+func vec(s *Sample, p, name string, hist bool) ([]float64, bool) {
+	if s.Parts == nil {
+		if p != "" {
+			return nil, false
+		}
+		if hist {
+			h, ok := s.Hist[name]
+			if !ok {
+				return nil, false
+			}
+			return append(slices.Clone(h.Cumulative), h.Count, h.Sum), true
+		}
+		v, ok := s.Counter[name]
+		return []float64{v}, ok
+	}
+	part, ok := s.Parts[p]
+	if !ok {
+		return nil, false
+	}
+	if hist {
+		h, ok := part.Hist[name]
+		if !ok {
+			return nil, false
+		}
+		return append(slices.Clone(h.Cumulative), h.Count, float64(h.Sum)), true
+	}
+	v, ok := part.Counter[name]
+	return []float64{v}, ok
+}
+
+// nearest returns the index of the sample closest to t for which held is
+// true, ties to the earlier, or -1.
+func (d *deltas) nearest(t time.Duration, held func(k int) bool) int {
+	i := sort.Search(len(d.samples), func(i int) bool { return d.samples[i].At >= t })
+	l, r := i-1, i
+	for l >= 0 || r < len(d.samples) {
+		if l >= 0 && (r >= len(d.samples) || t-d.samples[l].At <= d.samples[r].At-t) {
+			if held(l) {
+				return l
+			}
+			l--
+			continue
+		}
+		if held(r) {
+			return r
+		}
+		r++
+	}
+	return -1
+}
+
+// partDelta chains the deltas of one part over the samples that hold it
+// between its edges, restarting from zero where it went down. ok is false
+// when the part gives nothing in this window.
+func (d *deltas) partDelta(p, name string, hist bool) (delta []float64, ok bool) {
+	note := func(format string, args ...any) {
+		text := fmt.Sprintf(format, args...)
+		if p != "" {
+			text = "in " + p + ": " + text
+		}
+		d.notes[text] = append(d.notes[text], name)
+	}
+	first := -1
+	for k := range d.samples {
+		if _, held := vec(&d.samples[k], p, name, hist); held {
+			first = k
+			break
+		}
+	}
+	if first < 0 {
+		return nil, false
+	}
+	// A series first seen after the first scrape, when the scrape before it
+	// went through, did not exist then: it is taken as zero in that scrape (a
+	// label set created on first use, such as the first 5xx, counts in full).
+	zero := -1
+	if first > 0 {
+		if len(d.samples[first-1].Errors) == 0 {
+			zero = first - 1
+		} else if d.i0 <= first && first <= d.i1 {
+			note("first seen at %v, right after a scrape that missed targets: its growth before then is not counted", d.samples[first].At)
+		}
+	}
+	get := func(k int) ([]float64, bool) {
+		if k == zero {
+			v, _ := vec(&d.samples[first], p, name, hist)
+			return make([]float64, len(v)), true
+		}
+		return vec(&d.samples[k], p, name, hist)
+	}
+	held := func(k int) bool { _, ok := get(k); return ok }
+	ia, ib := d.nearest(d.start, held), d.nearest(d.end, held)
+	if ia < 0 || ia >= ib {
+		return nil, false
+	}
+	if ia != d.i0 {
+		note("missing from the scrape at %v: used the one at %v", d.samples[d.i0].At, d.samples[ia].At)
+	}
+	if ib != d.i1 {
+		note("missing from the scrape at %v: used the one at %v", d.samples[d.i1].At, d.samples[ib].At)
+	}
+	prev, _ := get(ia)
+	delta = make([]float64, len(prev))
+	for k := ia + 1; k <= ib; k++ {
+		cur, held := get(k)
+		if !held {
+			continue
+		}
+		if len(cur) != len(prev) {
+			return nil, false
+		}
+		reset := false
+		for i := range cur {
+			// The last value of a histogram is its sum, which rounding may
+			// shrink; only counts tell a reset.
+			if cur[i] < prev[i] && !(hist && i == len(cur)-1) {
+				reset = true
+				break
+			}
+		}
+		if reset {
+			note("went down between %v and %v (engine restart?): delta taken from zero for that series", d.samples[k-1].At, d.samples[k].At)
+		}
+		for i := range cur {
+			if reset {
+				delta[i] += cur[i]
+			} else {
+				delta[i] += cur[i] - prev[i]
+			}
+		}
+		prev = cur
+	}
+	return delta, true
+}
+
+// counter sums the parts' deltas of one counter.
+func (d *deltas) counter(name string) (float64, bool) {
+	_, inA := d.samples[d.i0].Counter[name]
+	_, inB := d.samples[d.i1].Counter[name]
+	total, found := 0.0, false
+	for _, p := range d.parts(name, false) {
+		if v, ok := d.partDelta(p, name, false); ok {
+			total += v[0]
+			found = true
+		}
+	}
+	return total, found || (inA && inB)
+}
+
+// hist sums the parts' deltas of one histogram, on the buckets of the
+// samples; it is left out when the buckets changed within the window.
+func (d *deltas) hist(name string) (stats.Histogram, bool) {
+	var upper []float64
+	for k := d.i0; k <= d.i1; k++ {
+		h, ok := d.samples[k].Hist[name]
+		if !ok {
+			continue
+		}
+		if upper == nil {
+			upper = h.Upper
+		} else if !h.SameBounds(stats.Histogram{Upper: upper}) {
+			note := fmt.Sprintf("changed buckets between %v and %v: left out of this window", d.samples[d.i0].At, d.samples[d.i1].At)
+			d.notes[note] = append(d.notes[note], name)
+			return stats.Histogram{}, false
+		}
+	}
+	var sum []float64
+	for _, p := range d.parts(name, true) {
+		v, ok := d.partDelta(p, name, true)
+		if !ok || len(v) != len(upper)+2 {
+			continue
+		}
+		if sum == nil {
+			sum = make([]float64, len(v))
+		}
+		for i := range v {
+			sum[i] += v[i]
+		}
+	}
+	if sum == nil {
+		return stats.Histogram{}, false
+	}
+	n := len(upper)
+	return stats.Histogram{Upper: slices.Clone(upper), Cumulative: sum[:n:n], Count: sum[n], Sum: sum[n+1]}, true
 }

@@ -1,0 +1,410 @@
+package signal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
+)
+
+// Querier is the part of Prometheus' HTTP API the Prometheus source uses:
+// instant and range queries, returning the result and the server's warnings.
+// HTTPQuerier is one over client_golang's api.Client.
+type Querier interface {
+	Query(ctx context.Context, query string, ts time.Time) (model.Value, []string, error)
+	QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Value, []string, error)
+}
+
+// HTTPQuerier runs queries against /api/v1/query and /api/v1/query_range of
+// a Prometheus server through client_golang's api.Client, decoding results
+// into prometheus/common's model types.
+type HTTPQuerier struct {
+	Client api.Client
+}
+
+// Query runs an instant query at ts.
+func (h HTTPQuerier) Query(ctx context.Context, query string, ts time.Time) (model.Value, []string, error) {
+	return h.do(ctx, "/api/v1/query", url.Values{"query": {query}, "time": {formatTime(ts)}})
+}
+
+// QueryRange runs a range query from start to end every step.
+func (h HTTPQuerier) QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Value, []string, error) {
+	return h.do(ctx, "/api/v1/query_range", url.Values{
+		"query": {query}, "start": {formatTime(start)}, "end": {formatTime(end)},
+		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
+	})
+}
+
+func formatTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', -1, 64)
+}
+
+// apiResponse is the envelope of every Prometheus API answer.
+type apiResponse struct {
+	Status    string          `json:"status"`
+	Data      json.RawMessage `json:"data"`
+	ErrorType string          `json:"errorType"`
+	Error     string          `json:"error"`
+	Warnings  []string        `json:"warnings"`
+}
+
+func (h HTTPQuerier) do(ctx context.Context, endpoint string, args url.Values) (model.Value, []string, error) {
+	u := h.Client.URL(endpoint, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(args.Encode()))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, body, err := h.Client.Do(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var r apiResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, nil, fmt.Errorf("%s answered %s with a body that is not Prometheus API JSON: %w", u, resp.Status, err)
+	}
+	if r.Status != "success" {
+		return nil, r.Warnings, fmt.Errorf("%s: %s: %s", u, r.ErrorType, r.Error)
+	}
+	var data struct {
+		Type   model.ValueType `json:"resultType"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(r.Data, &data); err != nil {
+		return nil, r.Warnings, fmt.Errorf("%s: decoding result: %w", u, err)
+	}
+	var v model.Value
+	switch data.Type {
+	case model.ValVector:
+		var vec model.Vector
+		err = json.Unmarshal(data.Result, &vec)
+		v = vec
+	case model.ValMatrix:
+		var m model.Matrix
+		err = json.Unmarshal(data.Result, &m)
+		v = m
+	default:
+		return nil, r.Warnings, fmt.Errorf("%s: result type %s, want vector or matrix", u, data.Type)
+	}
+	if err != nil {
+		return nil, r.Warnings, fmt.Errorf("%s: decoding %s: %w", u, data.Type, err)
+	}
+	return v, r.Warnings, nil
+}
+
+// WallClock converts between modelled run time and wall-clock instants;
+// *timescale.Clock is one.
+type WallClock interface {
+	Wall(at time.Duration) time.Time
+	At(t time.Time) time.Duration
+}
+
+// Prometheus reads the same samples as a Scraper from a Prometheus server
+// that scrapes the engines: every family the mapping names, under a label
+// selector, summed across series. Each series (instance, job and engine
+// labels) is its own part, so restarts and failed scrapes of one copy are
+// seen as with a Scraper. A sample "at" a time holds what Prometheus had
+// scraped by then, up to one of its scrape intervals old.
+type Prometheus struct {
+	API      Querier
+	Selector string // label matchers in braces, {job="vllm"}; empty for every series
+	Mapping  Mapping
+	Clock    WallClock // run time to wall time
+}
+
+// NewPrometheus connects to a Prometheus server's HTTP API at url. client
+// may be nil for the default one.
+func NewPrometheus(url, selector string, m Mapping, clock WallClock, client *http.Client) (*Prometheus, error) {
+	if clock == nil {
+		return nil, errors.New("prometheus source needs a clock to turn run time into wall time")
+	}
+	if _, err := matchersOf(selector); err != nil {
+		return nil, err
+	}
+	c, err := api.NewClient(api.Config{Address: url, Client: client})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus URL %q: %w (give the server's base URL, http://host:9090)", url, err)
+	}
+	return &Prometheus{API: HTTPQuerier{Client: c}, Selector: selector, Mapping: m, Clock: clock}, nil
+}
+
+// selectorRE loosely checks the shape of a selector's matchers.
+var selectorRE = regexp.MustCompile(`^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*$`)
+
+// matchersOf returns the inside of a selector's braces, checked loosely.
+func matchersOf(selector string) (string, error) {
+	s := strings.TrimSpace(selector)
+	if s == "" || s == "{}" {
+		return "", nil
+	}
+	bad := fmt.Errorf("label selector %q: want matchers in braces, such as {job=\"vllm\",namespace=\"llm\"}", selector)
+	if !strings.HasPrefix(s, "{") || !strings.HasSuffix(s, "}") {
+		return "", bad
+	}
+	inner := strings.TrimSpace(s[1 : len(s)-1])
+	// Split on commas outside quotes.
+	var parts []string
+	quoted, escaped, from := false, false, 0
+	for i, r := range inner {
+		switch {
+		case escaped:
+			escaped = false
+		case r == '\\':
+			escaped = true
+		case r == '"':
+			quoted = !quoted
+		case r == ',' && !quoted:
+			parts = append(parts, inner[from:i])
+			from = i + 1
+		}
+	}
+	parts = append(parts, inner[from:])
+	for _, p := range parts {
+		if strings.TrimSpace(p) == "" {
+			continue
+		}
+		if !selectorRE.MatchString(p) {
+			return "", bad
+		}
+	}
+	return inner, nil
+}
+
+// query is the PromQL selector for every series the mapping reads, plus up.
+func (p *Prometheus) query() (string, error) {
+	inner, err := matchersOf(p.Selector)
+	if err != nil {
+		return "", err
+	}
+	names := []string{"up"}
+	for _, f := range p.Mapping.Families() {
+		names = append(names, regexp.QuoteMeta(f), regexp.QuoteMeta(f)+"_(?:bucket|count|sum)")
+	}
+	q := "{__name__=~" + strconv.Quote(strings.Join(names, "|"))
+	if inner != "" {
+		q += "," + inner
+	}
+	return q + "}", nil
+}
+
+// Scrape reads the series as Prometheus had them at the wall time of run
+// time at. It fails when the query fails or no series of the mapping
+// matches; targets Prometheus could not scrape (up == 0) are named in
+// Sample.Errors.
+func (p *Prometheus) Scrape(ctx context.Context, at time.Duration) (Sample, error) {
+	out := NewSample(at)
+	q, err := p.query()
+	if err != nil {
+		return out, err
+	}
+	v, warnings, err := p.API.Query(ctx, q, p.Clock.Wall(at))
+	if err != nil {
+		return out, fmt.Errorf("prometheus query %s: %w", q, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return out, fmt.Errorf("prometheus query %s returned a %s, want a vector", q, v.Type())
+	}
+	points := make([]point, 0, len(vec))
+	for _, s := range vec {
+		points = append(points, point{s.Metric, float64(s.Value)})
+	}
+	return p.sample(at, points, warnings)
+}
+
+// Samples reads the series at run times from, from+step, ... up to to with
+// one range query: what Scrape would have read at each of those times.
+func (p *Prometheus) Samples(ctx context.Context, from, to, step time.Duration) ([]Sample, error) {
+	if step <= 0 || to < from {
+		return nil, fmt.Errorf("range [%v, %v] step %v: want from <= to and a positive step", from, to, step)
+	}
+	q, err := p.query()
+	if err != nil {
+		return nil, err
+	}
+	wallFrom, wallStep := p.Clock.Wall(from), p.Clock.Wall(from+step).Sub(p.Clock.Wall(from))
+	if wallStep < time.Millisecond {
+		return nil, fmt.Errorf("step %v is under a millisecond of wall time: use a longer step", step)
+	}
+	v, warnings, err := p.API.QueryRange(ctx, q, wallFrom, p.Clock.Wall(to), wallStep)
+	if err != nil {
+		return nil, fmt.Errorf("prometheus range query %s: %w", q, err)
+	}
+	m, ok := v.(model.Matrix)
+	if !ok {
+		return nil, fmt.Errorf("prometheus range query %s returned a %s, want a matrix", q, v.Type())
+	}
+	byStep := map[int64][]point{}
+	for _, series := range m {
+		for _, sp := range series.Values {
+			k := int64(math.Round(float64(sp.Timestamp.Time().Sub(wallFrom)) / float64(wallStep)))
+			byStep[k] = append(byStep[k], point{series.Metric, float64(sp.Value)})
+		}
+	}
+	steps := make([]int64, 0, len(byStep))
+	for k := range byStep {
+		steps = append(steps, k)
+	}
+	slices.Sort(steps)
+	out := make([]Sample, 0, len(steps))
+	var errs []error
+	for _, k := range steps {
+		s, err := p.sample(from+time.Duration(k)*step, byStep[k], warnings)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		return nil, errors.Join(append(errs, fmt.Errorf("prometheus range query %s: no samples between %v and %v", q, from, to))...)
+	}
+	return out, nil
+}
+
+// point is one series' value at one instant.
+type point struct {
+	metric model.Metric
+	value  float64
+}
+
+// sample rebuilds metric families from query results and maps them.
+func (p *Prometheus) sample(at time.Duration, points []point, warnings []string) (Sample, error) {
+	out := NewSample(at)
+	for _, w := range warnings {
+		out.Errors = append(out.Errors, "prometheus warning: "+w)
+	}
+	families := map[string]*dto.MetricFamily{}
+	plain := map[string]bool{}
+	for _, f := range p.Mapping.Families() {
+		plain[f] = true
+	}
+	hists := map[string]map[model.Fingerprint]*dto.Metric{}
+	for _, pt := range points {
+		name := string(pt.metric[model.MetricNameLabel])
+		if name == "up" {
+			if pt.value == 0 {
+				out.Errors = append(out.Errors, fmt.Sprintf("%s: Prometheus could not scrape this target (up == 0)", labelsOf(pt.metric)))
+			}
+			if !plain[name] {
+				continue
+			}
+		}
+		if plain[name] {
+			mf := families[name]
+			if mf == nil {
+				mf = &dto.MetricFamily{Name: &name, Type: dto.MetricType_UNTYPED.Enum()}
+				families[name] = mf
+			}
+			mf.Metric = append(mf.Metric, &dto.Metric{Label: labelPairs(pt.metric), Untyped: &dto.Untyped{Value: &pt.value}})
+			continue
+		}
+		base, suffix, ok := splitHistogramName(name, plain)
+		if !ok {
+			continue
+		}
+		if hists[base] == nil {
+			hists[base] = map[model.Fingerprint]*dto.Metric{}
+		}
+		key := pt.metric.Clone()
+		delete(key, model.MetricNameLabel)
+		delete(key, model.BucketLabel)
+		fp := key.Fingerprint()
+		m := hists[base][fp]
+		if m == nil {
+			m = &dto.Metric{Label: labelPairs(key), Histogram: &dto.Histogram{}}
+			hists[base][fp] = m
+		}
+		v := pt.value
+		switch suffix {
+		case "_count":
+			m.Histogram.SampleCountFloat = &v
+		case "_sum":
+			m.Histogram.SampleSum = &v
+		case "_bucket":
+			le, err := strconv.ParseFloat(string(pt.metric[model.BucketLabel]), 64)
+			if err != nil {
+				continue
+			}
+			m.Histogram.Bucket = append(m.Histogram.Bucket, &dto.Bucket{UpperBound: &le, CumulativeCountFloat: &v})
+		}
+	}
+	for base, series := range hists {
+		mf := &dto.MetricFamily{Name: &base, Type: dto.MetricType_HISTOGRAM.Enum()}
+		for _, fp := range sortedFingerprints(series) {
+			m := series[fp]
+			if m.Histogram.SampleCountFloat == nil {
+				// Without _count, the +Inf bucket is the count.
+				for _, b := range m.Histogram.Bucket {
+					if math.IsInf(b.GetUpperBound(), 1) {
+						c := b.GetCumulativeCountFloat()
+						m.Histogram.SampleCountFloat = &c
+					}
+				}
+			}
+			mf.Metric = append(mf.Metric, m)
+		}
+		families[base] = mf
+	}
+	if len(families) == 0 {
+		return out, fmt.Errorf("no series of %s match selector %q at %v: check the selector and that Prometheus scrapes the engines", strings.Join(p.Mapping.Families(), ", "), p.Selector, at)
+	}
+	if err := p.Mapping.add(families, "", &out); err != nil {
+		out.Errors = append(out.Errors, err.Error())
+	}
+	return out, nil
+}
+
+// splitHistogramName splits "x_bucket" into "x" and "_bucket" when x is a
+// family the mapping reads and the name itself is not one.
+func splitHistogramName(name string, families map[string]bool) (base, suffix string, ok bool) {
+	for _, suf := range []string{"_bucket", "_count", "_sum"} {
+		if b, found := strings.CutSuffix(name, suf); found && families[b] {
+			return b, suf, true
+		}
+	}
+	return "", "", false
+}
+
+func sortedFingerprints(m map[model.Fingerprint]*dto.Metric) []model.Fingerprint {
+	out := make([]model.Fingerprint, 0, len(m))
+	for fp := range m {
+		out = append(out, fp)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// labelPairs converts a metric's labels, less its name and le.
+func labelPairs(m model.Metric) []*dto.LabelPair {
+	var out []*dto.LabelPair
+	for name, value := range m {
+		if name == model.MetricNameLabel || name == model.BucketLabel {
+			continue
+		}
+		out = append(out, &dto.LabelPair{Name: new(string(name)), Value: new(string(value))})
+	}
+	slices.SortFunc(out, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out
+}
+
+// labelsOf formats a metric's labels, less its name, as {a="x",b="y"}.
+func labelsOf(m model.Metric) string {
+	var parts []string
+	for _, lp := range labelPairs(m) {
+		parts = append(parts, fmt.Sprintf("%s=%q", lp.GetName(), lp.GetValue()))
+	}
+	return "{" + strings.Join(parts, ",") + "}"
+}
