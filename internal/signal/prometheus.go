@@ -2,12 +2,10 @@ package signal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"net/http"
-	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
+	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/model"
 )
@@ -27,81 +26,28 @@ type Querier interface {
 	QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Value, []string, error)
 }
 
-// HTTPQuerier runs queries against /api/v1/query and /api/v1/query_range of
-// a Prometheus server through client_golang's api.Client, decoding results
-// into prometheus/common's model types.
+// HTTPQuerier runs queries against a Prometheus server through
+// client_golang's api/prometheus/v1 client.
 type HTTPQuerier struct {
 	Client api.Client
 }
 
 // Query runs an instant query at ts.
 func (h HTTPQuerier) Query(ctx context.Context, query string, ts time.Time) (model.Value, []string, error) {
-	return h.do(ctx, "/api/v1/query", url.Values{"query": {query}, "time": {formatTime(ts)}})
+	v, warn, _, err := promv1.NewAPI(h.Client).Query(ctx, query, ts)
+	if err != nil {
+		return nil, warn, fmt.Errorf("%s: %w", h.Client.URL("/api/v1/query", nil), err)
+	}
+	return v, warn, nil
 }
 
 // QueryRange runs a range query from start to end every step.
 func (h HTTPQuerier) QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Value, []string, error) {
-	return h.do(ctx, "/api/v1/query_range", url.Values{
-		"query": {query}, "start": {formatTime(start)}, "end": {formatTime(end)},
-		"step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
-	})
-}
-
-func formatTime(t time.Time) string {
-	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', -1, 64)
-}
-
-// apiResponse is the envelope of every Prometheus API answer.
-type apiResponse struct {
-	Status    string          `json:"status"`
-	Data      json.RawMessage `json:"data"`
-	ErrorType string          `json:"errorType"`
-	Error     string          `json:"error"`
-	Warnings  []string        `json:"warnings"`
-}
-
-func (h HTTPQuerier) do(ctx context.Context, endpoint string, args url.Values) (model.Value, []string, error) {
-	u := h.Client.URL(endpoint, nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), strings.NewReader(args.Encode()))
+	v, warn, _, err := promv1.NewAPI(h.Client).QueryRange(ctx, query, promv1.Range{Start: start, End: end, Step: step})
 	if err != nil {
-		return nil, nil, err
+		return nil, warn, fmt.Errorf("%s: %w", h.Client.URL("/api/v1/query_range", nil), err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, body, err := h.Client.Do(ctx, req)
-	if err != nil {
-		return nil, nil, err
-	}
-	var r apiResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, nil, fmt.Errorf("%s answered %s with a body that is not Prometheus API JSON: %w", u, resp.Status, err)
-	}
-	if r.Status != "success" {
-		return nil, r.Warnings, fmt.Errorf("%s: %s: %s", u, r.ErrorType, r.Error)
-	}
-	var data struct {
-		Type   model.ValueType `json:"resultType"`
-		Result json.RawMessage `json:"result"`
-	}
-	if err := json.Unmarshal(r.Data, &data); err != nil {
-		return nil, r.Warnings, fmt.Errorf("%s: decoding result: %w", u, err)
-	}
-	var v model.Value
-	switch data.Type {
-	case model.ValVector:
-		var vec model.Vector
-		err = json.Unmarshal(data.Result, &vec)
-		v = vec
-	case model.ValMatrix:
-		var m model.Matrix
-		err = json.Unmarshal(data.Result, &m)
-		v = m
-	default:
-		return nil, r.Warnings, fmt.Errorf("%s: result type %s, want vector or matrix", u, data.Type)
-	}
-	if err != nil {
-		return nil, r.Warnings, fmt.Errorf("%s: decoding %s: %w", u, data.Type, err)
-	}
-	return v, r.Warnings, nil
+	return v, warn, nil
 }
 
 // WallClock converts between modelled run time and wall-clock instants;
