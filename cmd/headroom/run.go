@@ -148,7 +148,16 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 	}
 	defer steps.Close()
 
-	scraper := &signal.Scraper{Targets: metrics, Mapping: signal.VLLM(), Client: &http.Client{Timeout: 10 * time.Second}}
+	mapping, err := signal.MappingByName(cfg.Recipe.Mapping)
+	if err != nil {
+		return report.Summary{}, fmt.Errorf("recipe.mapping: %w", err)
+	}
+	if cfg.Recipe.MappingFile != "" {
+		if mapping, err = signal.LoadMapping(cfg.Recipe.MappingFile, mapping); err != nil {
+			return report.Summary{}, fmt.Errorf("recipe.mapping_file: %w", err)
+		}
+	}
+	scraper := &signal.Scraper{Targets: metrics, Mapping: mapping, Client: &http.Client{Timeout: 10 * time.Second}}
 	client := load.NewClient(endpoint, cfg.Recipe.Model)
 	defer client.Close()
 	if err := preflight(ctx, endpoint, cfg.Recipe.Model, scraper, clock); err != nil {

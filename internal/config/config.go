@@ -51,6 +51,8 @@ type Recipe struct {
 	Metrics []string `json:"metrics,omitempty"`
 	// Mapping names the metric mapping from engine names to common names.
 	Mapping string `json:"mapping"`
+	// MappingFile adds or overrides mapping rules (YAML list of rules).
+	MappingFile string `json:"mapping_file,omitempty"`
 	// Sim configures the built-in simulator when Endpoint is "sim".
 	Sim SimSpec `json:"sim,omitempty"`
 }
@@ -224,9 +226,14 @@ func (r Run) Validate() error {
 		bad("recipe.model", "is required: the model id the endpoint serves")
 	}
 	switch rc.Mapping {
-	case "vllm":
+	case "vllm", "sglang", "modelplane", "gen_ai":
 	default:
-		bad("recipe.mapping", "unknown mapping %q (known: vllm)", rc.Mapping)
+		bad("recipe.mapping", "unknown mapping %q (known: vllm, sglang, modelplane, gen_ai)", rc.Mapping)
+	}
+	if rc.MappingFile != "" {
+		if _, err := os.Stat(rc.MappingFile); err != nil {
+			bad("recipe.mapping_file", "%v", err)
+		}
 	}
 	if rc.Endpoint == SimEndpoint {
 		if len(rc.Metrics) > 0 {
