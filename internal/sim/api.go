@@ -1,0 +1,448 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// maxBodyBytes bounds a request body; agent prompts run to a few MB.
+const maxBodyBytes = 64 << 20
+
+// routes builds the HTTP surface: the OpenAI-compatible API as vLLM serves
+// it, plus /health, /tokenize and /metrics.
+func (s *Sim) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/chat/completions", s.instrument("/v1/chat/completions", s.chat))
+	mux.Handle("GET /v1/models", s.instrument("/v1/models", s.models))
+	mux.Handle("POST /tokenize", s.instrument("/tokenize", s.tokenize))
+	// vLLM's instrumentator leaves /health and /metrics out of http_requests_total.
+	mux.HandleFunc("GET /health", s.health)
+	mux.Handle("GET /metrics", s.met.handler())
+	mux.Handle("/", s.instrument("none", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %s is not served here; see /v1/chat/completions, /v1/models, /tokenize, /health and /metrics", r.Method, r.URL.Path))
+	}))
+	return mux
+}
+
+// statusRecorder remembers the status a handler sent, for http_requests_total.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// instrument counts the handler's responses like prometheus-fastapi-instrumentator.
+func (s *Sim) instrument(label string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		h(rec, r)
+		s.met.http.WithLabelValues(label, r.Method, statusGroup(rec.code)).Inc()
+	})
+}
+
+// apiError is vLLM's error body.
+type apiError struct {
+	Object  string  `json:"object"`
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    int     `json:"code"`
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	typ := map[int]string{
+		http.StatusBadRequest:         "BadRequestError",
+		http.StatusNotFound:           "NotFoundError",
+		http.StatusServiceUnavailable: "ServiceUnavailableError",
+	}[code]
+	if typ == "" {
+		typ = "InternalServerError"
+	}
+	writeJSON(w, code, apiError{Object: "error", Message: msg, Type: typ, Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(b)
+}
+
+// chatMessage keeps content raw so the prompt is scanned once, undecoded.
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+type chatRequest struct {
+	Model               string        `json:"model"`
+	Messages            []chatMessage `json:"messages"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	Stream              bool          `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// scanMessages counts and hashes the prompt of a list of messages.
+func (s *Sim) scanMessages(msgs []chatMessage, sizeHint int) (*promptScan, error) {
+	scan := newPromptScan(s.prof.BlockSize, sizeHint)
+	for i, m := range msgs {
+		scan.boundary(m.Role)
+		if err := scan.addContent(m.Content); err != nil {
+			return nil, fmt.Errorf("messages[%d].content: %w", i, err)
+		}
+	}
+	scan.finish()
+	return scan, nil
+}
+
+func (s *Sim) modelNotFound(w http.ResponseWriter, model string) {
+	writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model))
+}
+
+func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
+	var body chatRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBodyBytes)).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid chat completion request body: "+err.Error())
+		return
+	}
+	if body.Model != s.prof.Model {
+		s.modelNotFound(w, body.Model)
+		return
+	}
+	if len(body.Messages) == 0 {
+		writeError(w, http.StatusBadRequest, "messages must hold at least one message")
+		return
+	}
+	scan, err := s.scanMessages(body.Messages, int(req.ContentLength))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	prompt := scan.words
+	if prompt == 0 {
+		writeError(w, http.StatusBadRequest, "The prompt is empty: the messages hold no words.")
+		return
+	}
+	limit := s.prof.MaxModelLen
+	requested := body.MaxCompletionTokens
+	if requested == nil {
+		requested = body.MaxTokens
+	}
+	var maxTokens int
+	switch {
+	case requested == nil && prompt >= limit:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.",
+			limit, prompt))
+		return
+	case requested == nil:
+		maxTokens = limit - prompt
+	case *requested < 1:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("max_tokens must be at least 1, got %d.", *requested))
+		return
+	case prompt+*requested > limit:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion). Please reduce the length of the messages or completion.",
+			limit, prompt+*requested, prompt, *requested))
+		return
+	default:
+		maxTokens = *requested
+	}
+
+	r := &request{
+		id:        s.nextID.Add(1),
+		prompt:    prompt,
+		maxTokens: maxTokens,
+		hashes:    scan.hashes,
+		notify:    make(chan struct{}, 1),
+	}
+	if err := s.submit(r); err != nil {
+		writeError(w, http.StatusServiceUnavailable, err.Error()+"; start it with Start or Run")
+		return
+	}
+	resp := s.newResponse(r)
+	if body.Stream {
+		s.stream(req.Context(), w, r, resp, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		return
+	}
+	s.complete(req.Context(), w, r, resp)
+}
+
+// response holds what every chunk of one answer repeats.
+type response struct {
+	id      string
+	created int64
+	head    []byte // `data: {...,"choices":[{"index":0,"delta":{`
+}
+
+func (s *Sim) newResponse(r *request) *response {
+	id := fmt.Sprintf("chatcmpl-%016x%016x", mix64(s.seed^r.id), mix64(r.id+0x5bd1e995))
+	created := time.Now().Unix()
+	model, _ := json.Marshal(s.prof.Model)
+	head := fmt.Appendf(nil, `data: {"id":%q,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{`, id, created, model)
+	return &response{id: id, created: created, head: head}
+}
+
+// word is the i-th generated token: a short deterministic word and a space.
+func (s *Sim) word(i int) string {
+	return s.words[mix64(uint64(i)^s.seed)%uint64(len(s.words))]
+}
+
+func answerWords(seed uint64) []string {
+	base := []string{"so", "we", "read", "the", "file", "then", "run", "tests", "and", "fix", "it", "now", "ok", "next", "call", "tool"}
+	out := make([]string, len(base))
+	for i := range base {
+		out[i] = base[(uint64(i)+seed)%uint64(len(base))] + " "
+	}
+	return out
+}
+
+// waitTokens blocks until r has produced more than have tokens (returning the
+// new count), or the client leaves (the request is aborted), or the engine stops.
+func (s *Sim) waitTokens(ctx context.Context, r *request, have int) (int, error) {
+	for {
+		if n := int(r.produced.Load()); n > have {
+			return n, nil
+		}
+		select {
+		case <-r.notify:
+		case <-ctx.Done():
+			s.abort(r)
+			return have, ctx.Err()
+		case <-s.stopped:
+			return have, errEngineDown
+		}
+	}
+}
+
+type usage struct {
+	PromptTokens        int `json:"prompt_tokens"`
+	TotalTokens         int `json:"total_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+func (r *request) usage() usage {
+	u := usage{PromptTokens: r.prompt, CompletionTokens: int(r.produced.Load())}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	u.PromptTokensDetails.CachedTokens = int(r.cached.Load())
+	return u
+}
+
+// stream writes the answer as server-sent events, one chunk per token, writing
+// all tokens produced since its last write at once.
+func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, resp *response, includeUsage bool) {
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+
+	buf := make([]byte, 0, 8192)
+	sent := 0
+	for sent < r.maxTokens {
+		n, err := s.waitTokens(ctx, r, sent)
+		if err != nil {
+			return
+		}
+		buf = buf[:0]
+		if sent == 0 {
+			buf = append(buf, resp.head...)
+			buf = append(buf, `"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+		}
+		for ; sent < n; sent++ {
+			buf = append(buf, resp.head...)
+			buf = append(buf, `"content":"`...)
+			buf = append(buf, s.word(sent)...)
+			if sent == r.maxTokens-1 {
+				buf = append(buf, `"},"logprobs":null,"finish_reason":"length"}]}`+"\n\n"...)
+			} else {
+				buf = append(buf, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+			}
+		}
+		if sent == r.maxTokens {
+			if includeUsage {
+				b, _ := json.Marshal(struct {
+					ID      string   `json:"id"`
+					Object  string   `json:"object"`
+					Created int64    `json:"created"`
+					Model   string   `json:"model"`
+					Choices []string `json:"choices"`
+					Usage   usage    `json:"usage"`
+				}{resp.id, "chat.completion.chunk", resp.created, s.prof.Model, []string{}, r.usage()})
+				buf = append(buf, "data: "...)
+				buf = append(buf, b...)
+				buf = append(buf, "\n\n"...)
+			}
+			buf = append(buf, "data: [DONE]\n\n"...)
+		}
+		if _, err := w.Write(buf); err != nil {
+			s.abort(r)
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			s.abort(r)
+			return
+		}
+		if sent < r.maxTokens && s.flush > 0 {
+			time.Sleep(s.flush)
+		}
+	}
+}
+
+// complete waits for the whole answer and writes one chat.completion.
+func (s *Sim) complete(ctx context.Context, w http.ResponseWriter, r *request, resp *response) {
+	have := 0
+	for have < r.maxTokens {
+		n, err := s.waitTokens(ctx, r, have)
+		if err != nil {
+			if errors.Is(err, errEngineDown) {
+				writeError(w, http.StatusServiceUnavailable, "the simulated engine stopped before the answer was complete")
+			}
+			return
+		}
+		have = n
+	}
+	text := make([]byte, 0, r.maxTokens*6)
+	for i := range r.maxTokens {
+		text = append(text, s.word(i)...)
+	}
+	type message struct {
+		Role      string `json:"role"`
+		Content   string `json:"content"`
+		ToolCalls []any  `json:"tool_calls"`
+	}
+	type choice struct {
+		Index        int     `json:"index"`
+		Message      message `json:"message"`
+		Logprobs     any     `json:"logprobs"`
+		FinishReason string  `json:"finish_reason"`
+		StopReason   any     `json:"stop_reason"`
+	}
+	writeJSON(w, http.StatusOK, struct {
+		ID      string   `json:"id"`
+		Object  string   `json:"object"`
+		Created int64    `json:"created"`
+		Model   string   `json:"model"`
+		Choices []choice `json:"choices"`
+		Usage   usage    `json:"usage"`
+	}{
+		ID: resp.id, Object: "chat.completion", Created: resp.created, Model: s.prof.Model,
+		Choices: []choice{{Message: message{Role: "assistant", Content: string(text), ToolCalls: []any{}}, FinishReason: finishLength}},
+		Usage:   r.usage(),
+	})
+}
+
+func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
+	type permission struct {
+		ID                 string  `json:"id"`
+		Object             string  `json:"object"`
+		Created            int64   `json:"created"`
+		AllowCreateEngine  bool    `json:"allow_create_engine"`
+		AllowSampling      bool    `json:"allow_sampling"`
+		AllowLogprobs      bool    `json:"allow_logprobs"`
+		AllowSearchIndices bool    `json:"allow_search_indices"`
+		AllowView          bool    `json:"allow_view"`
+		AllowFineTuning    bool    `json:"allow_fine_tuning"`
+		Organization       string  `json:"organization"`
+		Group              *string `json:"group"`
+		IsBlocking         bool    `json:"is_blocking"`
+	}
+	type card struct {
+		ID          string       `json:"id"`
+		Object      string       `json:"object"`
+		Created     int64        `json:"created"`
+		OwnedBy     string       `json:"owned_by"`
+		Root        string       `json:"root"`
+		Parent      *string      `json:"parent"`
+		MaxModelLen int          `json:"max_model_len"`
+		Permission  []permission `json:"permission"`
+	}
+	now := time.Now().Unix()
+	writeJSON(w, http.StatusOK, struct {
+		Object string `json:"object"`
+		Data   []card `json:"data"`
+	}{"list", []card{{
+		ID: s.prof.Model, Object: "model", Created: now, OwnedBy: "vllm", Root: s.prof.Model,
+		MaxModelLen: s.prof.MaxModelLen,
+		Permission: []permission{{
+			ID: "modelperm-" + strconv.FormatUint(mix64(s.seed+1), 16), Object: "model_permission", Created: now,
+			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
+		}},
+	}}})
+}
+
+func (s *Sim) health(w http.ResponseWriter, _ *http.Request) {
+	if !s.engineUp.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// tokenize counts tokens like vLLM's /tokenize. Token ids are not modelled:
+// "tokens" is always an empty list; "count" is the word count.
+func (s *Sim) tokenize(w http.ResponseWriter, req *http.Request) {
+	var body struct {
+		Model    string          `json:"model"`
+		Prompt   json.RawMessage `json:"prompt"`
+		Messages []chatMessage   `json:"messages"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBodyBytes)).Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid tokenize request body: "+err.Error())
+		return
+	}
+	if body.Model != "" && body.Model != s.prof.Model {
+		s.modelNotFound(w, body.Model)
+		return
+	}
+	var scan *promptScan
+	var err error
+	switch {
+	case len(body.Messages) > 0:
+		scan, err = s.scanMessages(body.Messages, int(req.ContentLength))
+	case len(body.Prompt) > 0:
+		scan = newPromptScan(s.prof.BlockSize, int(req.ContentLength))
+		if err = scan.addJSONString(trimJSONSpace(body.Prompt)); err != nil {
+			err = fmt.Errorf("prompt: %w", err)
+		}
+		scan.finish()
+	default:
+		err = errors.New("give either prompt (a string) or messages")
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Count       int    `json:"count"`
+		MaxModelLen int    `json:"max_model_len"`
+		Tokens      []int  `json:"tokens"`
+		TokenStrs   *[]any `json:"token_strs"`
+	}{scan.words, s.prof.MaxModelLen, []int{}, nil})
+}

@@ -1,0 +1,140 @@
+package sim
+
+// blockPool is the engine's KV cache: a fixed number of blocks, reference
+// counted while requests hold them, with a prefix cache keyed by chained block
+// hashes. Blocks that nobody holds stay cached until they are evicted, least
+// recently freed first; blocks that never held a full prompt block are reused
+// before any cached block is evicted. Only the engine goroutine touches it.
+type blockPool struct {
+	ref    []int32
+	hash   []uint64
+	hashed []bool
+
+	// LRU list of cached blocks with ref == 0 (evictable), oldest at head.
+	prev, next []int32
+	head, tail int32
+	lruLen     int
+
+	free   []int32 // stack of uncached blocks with ref == 0
+	byHash map[uint64]int32
+	used   int // blocks with ref > 0
+}
+
+func newBlockPool(n int) *blockPool {
+	p := &blockPool{
+		ref:    make([]int32, n),
+		hash:   make([]uint64, n),
+		hashed: make([]bool, n),
+		prev:   make([]int32, n),
+		next:   make([]int32, n),
+		head:   -1,
+		tail:   -1,
+		free:   make([]int32, n),
+		byHash: make(map[uint64]int32),
+	}
+	for i := range p.free {
+		p.free[i] = int32(n - 1 - i)
+	}
+	return p
+}
+
+func (p *blockPool) total() int { return len(p.ref) }
+
+// available is how many blocks can be handed out now (free plus evictable).
+func (p *blockPool) available() int { return len(p.free) + p.lruLen }
+
+// usage is the fraction of blocks held by requests, like vLLM's kv_cache_usage_perc.
+func (p *blockPool) usage() float64 { return float64(p.used) / float64(len(p.ref)) }
+
+// lookup returns the cached block holding hash h, if any.
+func (p *blockPool) lookup(h uint64) (int32, bool) {
+	b, ok := p.byHash[h]
+	return b, ok
+}
+
+// evictable reports whether b is cached and not held (taking it costs one of
+// the available blocks).
+func (p *blockPool) evictable(b int32) bool { return p.ref[b] == 0 }
+
+// touch takes a reference on a cached block found by lookup.
+func (p *blockPool) touch(b int32) {
+	if p.ref[b] == 0 {
+		p.lruRemove(b)
+		p.used++
+	}
+	p.ref[b]++
+}
+
+// alloc hands out a block with no cached content, evicting the least recently
+// freed cached block when no uncached block is free. The caller checks
+// available first.
+func (p *blockPool) alloc() int32 {
+	var b int32
+	if n := len(p.free); n > 0 {
+		b = p.free[n-1]
+		p.free = p.free[:n-1]
+	} else {
+		b = p.head
+		p.lruRemove(b)
+		if cur, ok := p.byHash[p.hash[b]]; ok && cur == b {
+			delete(p.byHash, p.hash[b])
+		}
+		p.hashed[b] = false
+	}
+	p.ref[b] = 1
+	p.used++
+	return b
+}
+
+// release drops a reference; an unheld cached block becomes evictable.
+func (p *blockPool) release(b int32) {
+	p.ref[b]--
+	if p.ref[b] > 0 {
+		return
+	}
+	p.used--
+	if p.hashed[b] {
+		p.lruPush(b)
+	} else {
+		p.free = append(p.free, b)
+	}
+}
+
+// register records that block b now holds the prompt block with hash h. It
+// returns false when another block already caches h (the duplicate stays
+// uncached, as in vLLM).
+func (p *blockPool) register(b int32, h uint64) bool {
+	if _, ok := p.byHash[h]; ok {
+		return false
+	}
+	p.hash[b] = h
+	p.hashed[b] = true
+	p.byHash[h] = b
+	return true
+}
+
+func (p *blockPool) lruPush(b int32) {
+	p.prev[b] = p.tail
+	p.next[b] = -1
+	if p.tail >= 0 {
+		p.next[p.tail] = b
+	} else {
+		p.head = b
+	}
+	p.tail = b
+	p.lruLen++
+}
+
+func (p *blockPool) lruRemove(b int32) {
+	if p.prev[b] >= 0 {
+		p.next[p.prev[b]] = p.next[b]
+	} else {
+		p.head = p.next[b]
+	}
+	if p.next[b] >= 0 {
+		p.prev[p.next[b]] = p.prev[b]
+	} else {
+		p.tail = p.prev[b]
+	}
+	p.lruLen--
+}

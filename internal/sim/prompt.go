@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+)
+
+// promptScan counts a prompt's tokens and hashes its prefix-cache blocks in one
+// pass over the raw JSON strings of a request, without decoding them into Go
+// strings first.
+//
+// The tokenisation rule is a contract with the load generator: a token is a
+// whitespace-separated word (the same split as strings.Fields), counted across
+// all message contents, with nothing added for a chat template. Block j's hash
+// chains the hash of block j-1 with the words of block j, so equal prefixes
+// share blocks and prompts that differ in their first block share none.
+type promptScan struct {
+	blockSize int
+	words     int
+	hashes    []uint64 // one per full block of blockSize words
+
+	inWord   bool
+	wordHash uint64 // FNV-1a of the current word's decoded bytes
+	blockAcc uint64 // running hash of the words of the current block
+	inBlock  int    // words in the current block
+	parent   uint64 // hash of the previous full block
+}
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+	// boundaryTag marks the end of a message in the block hash, so "a b" + "c"
+	// and "a" + "b c" share no block although their words are equal.
+	boundaryTag = 0x9e3779b97f4a7c15
+)
+
+// mix64 is a fast 64-bit finaliser (splitmix64) used to chain hashes.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func newPromptScan(blockSize, sizeHint int) *promptScan {
+	// A word is at least two bytes of JSON (a letter and a space), so this
+	// preallocation is at most twice what is needed and usually close.
+	return &promptScan{blockSize: blockSize, hashes: make([]uint64, 0, sizeHint/(2*blockSize)+1)}
+}
+
+func (p *promptScan) addByte(b byte) {
+	if !p.inWord {
+		p.inWord = true
+		p.wordHash = fnvOffset
+	}
+	p.wordHash = (p.wordHash ^ uint64(b)) * fnvPrime
+}
+
+func (p *promptScan) addRune(r rune) {
+	var buf [utf8.UTFMax]byte
+	n := utf8.EncodeRune(buf[:], r)
+	for _, b := range buf[:n] {
+		p.addByte(b)
+	}
+}
+
+func (p *promptScan) space() {
+	if !p.inWord {
+		return
+	}
+	p.inWord = false
+	p.words++
+	p.blockAcc = mix64(p.blockAcc ^ p.wordHash)
+	p.inBlock++
+	if p.inBlock == p.blockSize {
+		h := mix64(p.parent*fnvPrime ^ p.blockAcc)
+		p.hashes = append(p.hashes, h)
+		p.parent = h
+		p.blockAcc = 0
+		p.inBlock = 0
+	}
+}
+
+// boundary ends the current word and marks a message boundary (tagged with
+// the role) in the current block's hash.
+func (p *promptScan) boundary(role string) {
+	p.space()
+	h := uint64(boundaryTag)
+	for i := 0; i < len(role); i++ {
+		h = (h ^ uint64(role[i])) * fnvPrime
+	}
+	p.blockAcc = mix64(p.blockAcc ^ h)
+}
+
+// asciiSpace marks the ASCII bytes unicode.IsSpace accepts.
+var asciiSpace = [128]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// addJSONString feeds one raw JSON string literal (quotes included) as it was
+// validated by encoding/json. Escapes are decoded so the same text hashes the
+// same whichever way it was escaped.
+func (p *promptScan) addJSONString(raw []byte) error {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return errors.New("expected a JSON string")
+	}
+	s := raw[1 : len(raw)-1]
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '\\':
+			if i+1 >= len(s) {
+				return errors.New("truncated escape in JSON string")
+			}
+			e := s[i+1]
+			i += 2
+			switch e {
+			case 'n', 't', 'r', 'f':
+				p.space()
+			case 'b':
+				p.addByte('\b')
+			case '"', '\\', '/':
+				p.addByte(e)
+			case 'u':
+				r, n, err := decodeUnicodeEscape(s[i-2:])
+				if err != nil {
+					return err
+				}
+				i += n - 2
+				if unicode.IsSpace(r) {
+					p.space()
+				} else {
+					p.addRune(r)
+				}
+			default:
+				return fmt.Errorf("invalid escape \\%c in JSON string", e)
+			}
+		case c < utf8.RuneSelf:
+			if asciiSpace[c] {
+				p.space()
+			} else {
+				p.addByte(c)
+			}
+			i++
+		default:
+			r, n := utf8.DecodeRune(s[i:])
+			if unicode.IsSpace(r) {
+				p.space()
+			} else {
+				for _, b := range s[i : i+n] {
+					p.addByte(b)
+				}
+			}
+			i += n
+		}
+	}
+	return nil
+}
+
+// decodeUnicodeEscape decodes \uXXXX (and a following low surrogate) at the
+// start of s, returning the rune and the bytes consumed.
+func decodeUnicodeEscape(s []byte) (rune, int, error) {
+	r, ok := hex4(s)
+	if !ok {
+		return 0, 0, errors.New("invalid \\u escape in JSON string")
+	}
+	if r >= 0xD800 && r < 0xDC00 {
+		if lo, ok := hex4(s[6:]); ok && lo >= 0xDC00 && lo < 0xE000 {
+			return (r-0xD800)<<10 | (lo - 0xDC00) + 0x10000, 12, nil
+		}
+		return utf8.RuneError, 6, nil
+	}
+	return r, 6, nil
+}
+
+func hex4(s []byte) (rune, bool) {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
+
+// contentPart is one element of an array-valued message content.
+type contentPart struct {
+	Type string          `json:"type"`
+	Text json.RawMessage `json:"text"`
+}
+
+// addContent feeds a message content: a string, an array of parts (only
+// "text" parts count), or null.
+func (p *promptScan) addContent(raw json.RawMessage) error {
+	raw = trimJSONSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	switch raw[0] {
+	case '"':
+		return p.addJSONString(raw)
+	case '[':
+		var parts []contentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return fmt.Errorf("content parts: %w", err)
+		}
+		for _, part := range parts {
+			if part.Type != "text" {
+				continue
+			}
+			t := trimJSONSpace(part.Text)
+			if len(t) == 0 || string(t) == "null" {
+				continue
+			}
+			if err := p.addJSONString(t); err != nil {
+				return err
+			}
+			p.space()
+		}
+		return nil
+	default:
+		return errors.New("content must be a string or an array of {type, text} parts")
+	}
+}
+
+func trimJSONSpace(b []byte) []byte {
+	for len(b) > 0 && asciiSpace[b[0]] {
+		b = b[1:]
+	}
+	for len(b) > 0 && asciiSpace[b[len(b)-1]] {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// finish ends the last word; the partial last block is not hashed (only full
+// blocks are cacheable, as in vLLM).
+func (p *promptScan) finish() {
+	p.space()
+}
