@@ -64,7 +64,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	cfg := strings.NewReplacer(
 		"ladder: [2, 4, 6, 8, 10, 12, 14, 16]", "ladder: [2, 6, 12]",
 		"warmup_s: 60", "warmup_s: 30",
-		"step_s: 240", "step_s: 90",
+		"step_s: 480", "step_s: 90",
 		"target: 10", "target: 6",
 		"synth_sessions: 200", "synth_sessions: 40",
 		"resamples: 1000", "resamples: 200",

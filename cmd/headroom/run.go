@@ -43,7 +43,7 @@ be idle, and reports capacity with a 95% interval and cost per session-hour.
 
 Without -f it runs the built-in default: the simulated gateway in-process on a
 loopback port, a synthesised half-heavy, half-light AgentX-like mix and the
-reference report's bar, on a clock 60 times faster than modelled time.
+reference report's bar, on a clock 100 times faster than modelled time.
 
 Everything is written to runs/<recipe>/<timestamp>/ as the run goes: the
 resolved config, records.jsonl (one line per request), metrics.jsonl (every

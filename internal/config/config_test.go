@@ -47,7 +47,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		// Windows must tile the scrape grid.
 		{"window vs scrape", "window_s: 30", "window_s: 32", "sweep.window_s"},
 		// Too short a step cannot be bootstrapped.
-		{"short step", "step_s: 240", "step_s: 40", "sweep.step_s"},
+		{"short step", "step_s: 480", "step_s: 40", "sweep.step_s"},
 		// Unknown think-time mode.
 		{"think time", "think_time: capped", "think_time: sometimes", "workload.think_time"},
 		// Cost needs a price.
