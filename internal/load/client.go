@@ -20,10 +20,11 @@ import (
 // the final usage chunk and any error with encoding/json, and scans the token
 // chunks in between for the few bytes it needs.
 type Client struct {
-	url   string
-	model string
-	http  *http.Client
-	bufs  sync.Pool
+	url     string
+	model   string
+	http    *http.Client
+	bufs    sync.Pool // request bodies
+	readers sync.Pool // *bufio.Reader over response bodies
 }
 
 // NewClient returns a client for base (e.g. http://127.0.0.1:8000) and model.
@@ -38,10 +39,11 @@ func NewClient(base, model string) *Client {
 		ForceAttemptHTTP2:   false,
 	}
 	return &Client{
-		url:   base + "/v1/chat/completions",
-		model: model,
-		http:  &http.Client{Transport: tr},
-		bufs:  sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		url:     base + "/v1/chat/completions",
+		model:   model,
+		http:    &http.Client{Transport: tr},
+		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		readers: sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32*1024) }},
 	}
 }
 
@@ -160,7 +162,9 @@ var (
 
 // read consumes the SSE stream, stamping the first and last token times.
 func (c *Client) read(body io.Reader, res *Result) (done bool, err error) {
-	br := bufio.NewReaderSize(body, 32*1024)
+	br := c.readers.Get().(*bufio.Reader)
+	br.Reset(body)
+	defer func() { br.Reset(nil); c.readers.Put(br) }()
 	var long []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -186,16 +190,24 @@ func (c *Client) read(body io.Reader, res *Result) (done bool, err error) {
 	}
 }
 
+// line handles one SSE line. A token chunk costs two scans of its bytes:
+// one for the token key, one for a usage block.
 func (c *Client) line(line []byte, res *Result) (done bool, err error) {
-	line = bytes.TrimRight(line, "\r\n")
+	for n := len(line); n > 0 && (line[n-1] == '\n' || line[n-1] == '\r'); n = len(line) {
+		line = line[:n-1]
+	}
 	if !bytes.HasPrefix(line, dataPrefix) {
 		return false, nil // blank separators, comments, event: lines
 	}
-	p := bytes.TrimLeft(line[len(dataPrefix):], " ")
+	p := line[len(dataPrefix):]
+	for len(p) > 0 && p[0] == ' ' {
+		p = p[1:]
+	}
 	if bytes.Equal(p, donePayload) {
 		return true, nil
 	}
-	if hasToken(p) {
+	token := hasToken(p)
+	if token {
 		now := time.Now()
 		if res.Chunks == 0 {
 			res.First = now
@@ -221,7 +233,7 @@ func (c *Client) line(line []byte, res *Result) (done bool, err error) {
 		if d := u.Usage.PromptTokensDetails; d != nil {
 			res.Cached = d.CachedTokens
 		}
-	} else if bytes.HasPrefix(p, []byte(`{"error"`)) || (bytes.Contains(p, errorKey) && !bytes.Contains(p, []byte(`"choices"`))) {
+	} else if !token && (bytes.HasPrefix(p, []byte(`{"error"`)) || (bytes.Contains(p, errorKey) && !bytes.Contains(p, []byte(`"choices"`)))) {
 		return false, fmt.Errorf("error in stream: %s", truncate(p, 300))
 	}
 	return false, nil
@@ -230,10 +242,11 @@ func (c *Client) line(line []byte, res *Result) (done bool, err error) {
 // hasToken reports whether a chunk carries output: non-empty content,
 // reasoning content, or a tool call delta.
 func hasToken(p []byte) bool {
-	for _, key := range [][]byte{contentKey, reasonKey} {
-		if i := bytes.Index(p, key); i >= 0 && i+len(key) < len(p) && p[i+len(key)] != '"' {
-			return true
-		}
+	if i := bytes.Index(p, contentKey); i >= 0 && i+len(contentKey) < len(p) && p[i+len(contentKey)] != '"' {
+		return true
+	}
+	if i := bytes.Index(p, reasonKey); i >= 0 && i+len(reasonKey) < len(p) && p[i+len(reasonKey)] != '"' {
+		return true
 	}
 	return bytes.Contains(p, toolKey)
 }

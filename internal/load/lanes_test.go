@@ -1,6 +1,9 @@
 package load
 
 import (
+	"bytes"
+	"io"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -154,5 +157,181 @@ func TestFailedConversationCountsItsUnsentTurns(t *testing.T) {
 	}
 	if refused == 0 || unsent == 0 {
 		t.Errorf("refused %d, unsent %d: a refusal must end the conversation and count the turns it never sent", refused, unsent)
+	}
+}
+
+// forked is a session whose parent (turns at 0, 10, 20 s) spawns subagents a
+// and b in parallel after its first turn, both done by 6 s so they gate the
+// turn at 10 s, and subagent c after its second turn, still running when the
+// parent's last turn starts: c runs in the background.
+func forked() Session {
+	turns := []trace.Turn{
+		{Start: 0, In: 100, Out: 3},
+		{Agent: "a", Start: 1, In: 50, Out: 3, APITime: 1},
+		{Agent: "b", Start: 1, In: 50, Out: 3, APITime: 1},
+		{Agent: "a", Start: 3, In: 60, Out: 3, APITime: 1},
+		{Agent: "b", Start: 4, In: 60, Out: 3, APITime: 2},
+		{Start: 10, In: 150, Out: 3, APITime: 1},
+		{Agent: "c", Start: 11, In: 50, Out: 3, APITime: 1},
+		{Agent: "c", Start: 13, In: 60, Out: 3, APITime: 1},
+		{Agent: "c", Start: 19, In: 70, Out: 3, APITime: 15},
+		{Start: 20, In: 200, Out: 3, APITime: 1},
+	}
+	for i := range turns {
+		turns[i].Index = i
+		turns[i].HashIDs = []int64{1, 2, int64(i + 3)}
+	}
+	return Session{ID: "forked", Tier: "light", Turns: turns}
+}
+
+func TestPlanForksAndJoins(t *testing.T) {
+	p := planOf(forked())
+	if len(p.parent) != 3 || len(p.branches) != 3 {
+		t.Fatalf("plan has %d parent turns and %d branches, want 3 and 3", len(p.parent), len(p.branches))
+	}
+	cases := []struct {
+		agent       string
+		after, gate int
+	}{
+		{"a", 0, 1},  // forks after the first parent turn, joins before the second
+		{"b", 0, 1},  // in parallel with a
+		{"c", 1, -1}, // ends at 34 s, after the last parent turn: background
+	}
+	for k, c := range cases {
+		b := p.branches[k]
+		if got := forked().Turns[b.turns[0]].Agent; got != c.agent || b.after != c.after || b.gate != c.gate {
+			t.Errorf("branch %d: agent %s after %d gate %d, want %s after %d gate %d", k, got, b.after, b.gate, c.agent, c.after, c.gate)
+		}
+	}
+}
+
+func TestSubagentsRunInParallelInsideTheirLane(t *testing.T) {
+	// Every request is held 30 ms, so branches sent together overlap.
+	srv := sseServer(t, 3, func(w http.ResponseWriter, r *http.Request) bool {
+		time.Sleep(30 * time.Millisecond)
+		return false
+	})
+	clock, _ := timescale.New(1)
+	col := &collector{}
+	g := NewGenerator(Options{
+		Client: NewClient(srv.URL, "m"), Clock: clock,
+		Tiers: map[string][]Session{"light": {forked()}},
+		Mix:   []TierShare{{"light", 1}}, Prompts: prompt.Builder{Seed: 1},
+		ThinkTime: ThinkNone, Timeout: 5 * time.Second, Seed: 3, Sink: col.add,
+	})
+	g.SetTag(Tag{Phase: PhaseMeasure})
+	g.SetSessions(1)
+	g.mu.Lock()
+	lane0 := g.lanes[0]
+	g.mu.Unlock()
+	playDone := func() bool {
+		n := 0
+		for _, r := range col.all() {
+			if r.Play == 1 {
+				n++
+			}
+		}
+		return n == len(forked().Turns)
+	}
+	peakTier := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for !playDone() && time.Now().Before(deadline) {
+		peakTier = max(peakTier, g.InFlightByTier()["light"])
+		time.Sleep(2 * time.Millisecond)
+	}
+	g.Stop(time.Second)
+	if !playDone() {
+		t.Fatalf("the second play did not finish in 10 s; %d records", len(col.all()))
+	}
+	// Play 1 starts at the session's beginning: check its order.
+	byTurn := map[int]Record{}
+	for _, r := range col.all() {
+		if r.Play == 1 {
+			if r.Failed() {
+				t.Fatalf("turn %d failed: %s %s", r.Turn, r.Error, r.Detail)
+			}
+			byTurn[r.Turn] = r
+		}
+	}
+	for turn, want := range map[int]string{0: "", 1: "a", 2: "b", 6: "c", 9: ""} {
+		if byTurn[turn].Agent != want {
+			t.Errorf("turn %d has agent %q, want %q", turn, byTurn[turn].Agent, want)
+		}
+	}
+	// The parent's second turn waited for a and b; a and b started after the first.
+	for _, child := range []int{1, 2, 3, 4} {
+		if byTurn[child].Send < byTurn[0].LastToken {
+			t.Errorf("subagent turn %d was sent before the parent turn that spawns it ended", child)
+		}
+		if byTurn[5].Send < byTurn[child].LastToken {
+			t.Errorf("parent turn 5 was sent before subagent turn %d, which gates it, ended", child)
+		}
+	}
+	// a and b overlapped, and so did c and the parent's last turn.
+	overlap := func(x, y Record) bool { return x.Send < y.LastToken && y.Send < x.LastToken }
+	if !overlap(byTurn[1], byTurn[2]) {
+		t.Errorf("parallel subagents a and b did not overlap: %+v %+v", byTurn[1], byTurn[2])
+	}
+	if !overlap(byTurn[6], byTurn[9]) {
+		t.Errorf("background subagent c did not run alongside the parent's last turn")
+	}
+	// The lane had more than one request in flight at once.
+	if peak := lane0.peak.Load(); peak < 2 {
+		t.Errorf("lane 0 peaked at %d requests in flight, want at least 2", peak)
+	}
+	t.Logf("peak in flight for the light tier, sampled: %d", peakTier)
+}
+
+func TestPrimingIsBoundedAndReported(t *testing.T) {
+	// The server never answers a priming request (max_tokens 1).
+	srv := sseServer(t, 2, func(w http.ResponseWriter, r *http.Request) bool {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.Contains(string(body), `"max_tokens":1,`) {
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	})
+	long := sessionOf("long", 50)
+	// pick a seed whose first play starts past the first turn, so it primes
+	seed := uint64(0)
+	for ; ; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		rng.Perm(1)
+		if rng.IntN(50) > 0 {
+			break
+		}
+	}
+	clock, _ := timescale.New(1)
+	col := &collector{}
+	g := NewGenerator(Options{
+		Client: NewClient(srv.URL, "m"), Clock: clock,
+		Tiers: map[string][]Session{"light": {long}}, Mix: []TierShare{{"light", 1}},
+		ThinkTime: ThinkNone, Timeout: 5 * time.Second, PrimeTimeout: 50 * time.Millisecond,
+		Seed: seed, Sink: col.add,
+	})
+	g.SetSessions(1)
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if p := g.Priming(); p.Started == 1 && p.Pending == 0 && len(col.all()) > 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	g.Stop(time.Second)
+	p := g.Priming()
+	if p.Started != 1 || p.Pending != 0 || p.Failed != 1 {
+		t.Errorf("priming %+v, want 1 started, 0 pending, 1 failed", p)
+	}
+	if p.Longest < 50*time.Millisecond || p.Last < p.Longest {
+		t.Errorf("priming took %v and ended at %v; it is bounded at 50ms, so it took at least that", p.Longest, p.Last)
+	}
+	recs := col.all()
+	if len(recs) < 2 || recs[0].Phase != PhasePrime || recs[0].Error != ErrTimeout {
+		t.Fatalf("first record %+v, want a priming timeout", recs[0])
+	}
+	if recs[1].Failed() || recs[1].Turn != recs[0].Turn+1 {
+		t.Errorf("after the timed-out prime the lane must go on with the next turn: %+v", recs[1])
 	}
 }

@@ -2,15 +2,17 @@
 // text of an exact token count, with a marker per play so that replays of a
 // trace never hit each other's prefix cache while turns of one play do.
 //
-// A token here is one whitespace-separated word: that is the contract with
-// the built-in simulator, where the count is exact. Real tokenizers split
-// these words differently (a short random word is often 2-3 tokens), so on a
-// real server the served prompt length differs from the planned one;
-// calibrating against the server's /tokenize is a later step.
+// By default a token is one whitespace-separated word: that is the contract
+// with the built-in simulator, where the count is exact. Real tokenizers split
+// these words into more tokens (a short random word is often 2-3), so for a
+// real server Calibrate measures the served tokens per word and
+// Builder.TokensPerWord scales the words written, so the served prompt has
+// the planned token count.
 package prompt
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 )
 
@@ -25,6 +27,11 @@ const MarkerWords = 2
 type Builder struct {
 	Seed      uint64 // changes every block's text; plays of one run share it
 	BlockSize int    // tokens per hash block; 0 means 64
+	// TokensPerWord is the served model's tokens per placeholder word, from
+	// Calibrate; 0 or 1 writes one word per token. Otherwise a prompt of n
+	// tokens is round(n/TokensPerWord) words and a block round(BlockSize/
+	// TokensPerWord) words (at least 1), so equal ids still give equal text.
+	TokensPerWord float64
 }
 
 // alphabet has 32 JSON-safe symbols, so one symbol is five random bits.
@@ -36,7 +43,8 @@ const alphabet = "abcdefghijklmnopqrstuvwxyz012345"
 // BlockSize words that depend only on (Seed, traceID, id), so equal ids give
 // byte-identical text; the last block is cut to hit tokens exactly, and if
 // the ids run out, filler words from (traceID, play, position) make up the
-// count. Append does not allocate when dst has the capacity.
+// count. With TokensPerWord set, "tokens" above means words, scaled as the
+// field says. Append does not allocate when dst has the capacity.
 func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64, tokens int) []byte {
 	if tokens <= 0 {
 		return dst
@@ -44,6 +52,10 @@ func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64
 	block := b.BlockSize
 	if block <= 0 {
 		block = DefaultBlockSize
+	}
+	if f := b.TokensPerWord; f > 0 && f != 1 {
+		tokens = max(1, int(math.Round(float64(tokens)/f)))
+		block = max(1, int(math.Round(float64(block)/f)))
 	}
 	th := hashString(traceID)
 	// Marker: the first word differs between any two plays of any trace with
@@ -77,7 +89,7 @@ func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64
 }
 
 // MaxLen is an upper bound on the bytes Append adds for a prompt of tokens
-// words; give dst at least this spare capacity to keep Append allocation-free.
+// words (tokens, with TokensPerWord at 1 or more); give dst at least this spare capacity to keep Append allocation-free.
 func MaxLen(tokens int) int {
 	if tokens <= 0 {
 		return 0

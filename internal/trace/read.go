@@ -15,8 +15,10 @@ import (
 )
 
 // Read reads traces from r: JSONL with one trace per line, a single JSON trace
-// (one line or pretty-printed), or a JSON array of traces; gzip is undone when
-// the data starts with gzip's magic bytes. name is used in errors, which name
+// (one line or pretty-printed), a JSON array of traces, or a Mooncake trace
+// (JSONL with one request per line, recognised by its first line having
+// input_length and no requests; see mooncakeLine for how its lines become
+// traces); gzip is undone when the data starts with gzip's magic bytes. name is used in errors, which name
 // the input, the line, the trace and the field, for example
 // `traces.jsonl:12: trace "abc": requests[3].in: must be >= 0`.
 // A missing block_size is read as 64.
@@ -119,6 +121,7 @@ type reader struct {
 	name   string
 	traces []Trace
 	seen   map[string]int // trace id -> line it was first seen on
+	moon   *mooncake      // set when the input is a Mooncake trace
 }
 
 func (rd *reader) read(br *bufio.Reader) error {
@@ -136,7 +139,15 @@ func (rd *reader) read(br *bufio.Reader) error {
 		}
 		lineNo++
 		trimmed := bytes.TrimSpace(line)
-		if len(trimmed) > 0 {
+		if len(trimmed) > 0 && first && trimmed[0] == '{' && isMooncake(trimmed) {
+			rd.moon = newMooncake(rd.name)
+		}
+		if len(trimmed) > 0 && rd.moon != nil {
+			first = false
+			if lerr := rd.moon.line(trimmed, lineNo); lerr != nil {
+				return lerr
+			}
+		} else if len(trimmed) > 0 {
 			if first && (trimmed[0] == '[' || (trimmed[0] == '{' && !json.Valid(trimmed))) {
 				// A JSON array, or a trace spread over several lines.
 				rest, rerr := io.ReadAll(br)
@@ -160,6 +171,14 @@ func (rd *reader) read(br *bufio.Reader) error {
 		}
 		if err == io.EOF {
 			break
+		}
+	}
+	if rd.moon != nil {
+		rd.traces = rd.moon.traces()
+		for i := range rd.traces {
+			if err := rd.traces[i].check(); err != nil {
+				return fmt.Errorf("%s: %s: %v", rd.name, label(rd.traces[i].ID), err)
+			}
 		}
 	}
 	if len(rd.traces) == 0 {

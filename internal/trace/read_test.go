@@ -234,6 +234,9 @@ func FuzzRead(f *testing.F) {
 	f.Add([]byte("[" + tiny + "]"))
 	f.Add([]byte(indent(tiny)))
 	f.Add([]byte(`{"id":"x","requests":[{"t":1,"type":"subagent","requests":[{"t":0,"in":1}]}]}`))
+	f.Add([]byte(moon))
+	f.Add([]byte(`{"timestamp": 1, "input_length": 5, "output_length": 1, "hash_ids": [0, 1, 2], "session_id": "x"}` + "\n" +
+		`{"timestamp": 2, "input_length": 7, "output_length": 2, "hash_ids": [0, 1, 3, 4], "session_id": "x"}`))
 	small, _ := os.ReadFile("testdata/small.jsonl")
 	f.Add(small)
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -14,6 +14,8 @@ type Turn struct {
 	HashIDs   []int64 // one id per block of the prompt; read-only
 	ThinkTime float64 // client-side delay before the call, seconds
 	Start     float64 // when the call started, seconds from the session's start
+	APITime   float64 // how long the original call took, seconds; 0 when unknown
+	BlockSize int     // tokens per hash id, the trace's block_size
 }
 
 // Turns flattens t into the calls a replay sends, ordered by start time (ties
@@ -25,8 +27,13 @@ func (t Trace) Turns() []Turn {
 	var turns []Turn
 	flatten(t.Requests, "", 0, false, &turns)
 	slices.SortStableFunc(turns, func(a, b Turn) int { return cmp.Compare(a.Start, b.Start) })
+	block := t.BlockSize
+	if block <= 0 {
+		block = DefaultBlockSize
+	}
 	for i := range turns {
 		turns[i].Index = i
+		turns[i].BlockSize = block
 	}
 	return turns
 }
@@ -51,6 +58,6 @@ func flatten(reqs []Request, agent string, base float64, relative bool, out *[]T
 			flatten(r.Requests, r.AgentID, spawn, rel, out)
 			continue
 		}
-		*out = append(*out, Turn{Agent: agent, In: r.In, Out: r.Out, HashIDs: r.HashIDs, ThinkTime: r.ThinkTime, Start: at(r.T)})
+		*out = append(*out, Turn{Agent: agent, In: r.In, Out: r.Out, HashIDs: r.HashIDs, ThinkTime: r.ThinkTime, Start: at(r.T), APITime: r.APITime})
 	}
 }
