@@ -164,13 +164,25 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 		return report.Summary{}, fmt.Errorf("pre-flight: %w", err)
 	}
 
+	// Placeholder words are not tokens for a real tokenizer: measure how many
+	// tokens the server makes of one word, so served prompts hit the planned length.
+	cal, err := prompt.Calibrate(prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize}, load.NewTokenizer(endpoint, cfg.Recipe.Model).Func(ctx))
+	if err != nil {
+		return report.Summary{}, fmt.Errorf("pre-flight: token calibration: %w", err)
+	}
+	if cal.Estimated {
+		fmt.Fprintf(progress, "pre-flight: the server has no /tokenize; prompts assume %.2f tokens per placeholder word (an estimate)\n", cal.TokensPerWord)
+	} else {
+		fmt.Fprintf(progress, "pre-flight: %.3f tokens per placeholder word, measured on /tokenize\n", cal.TokensPerWord)
+	}
 	book := sweep.NewBook(func(r load.Record) { records.Write(r) })
 	gen := load.NewGenerator(load.Options{
 		Client: client, Clock: clock, Tiers: sessions,
 		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
-		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: 64},
+		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord},
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
-		Timeout: seconds(cfg.Workload.RequestTimeoutS), Seed: cfg.Workload.Seed, Sink: book.Add,
+		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
+		Seed: cfg.Workload.Seed, Sink: book.Add,
 	})
 	opts := verdict.DefaultOptions()
 	opts.Seed, opts.Resamples = cfg.Sweep.Seed, cfg.Sweep.Resamples
@@ -198,14 +210,15 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 		Recipe: report.Recipe{Name: cfg.Recipe.Name, Engine: cfg.Recipe.Engine, Nodes: cfg.Recipe.Nodes,
 			GPUsPerNode: cfg.Recipe.GPUsPerNode, USDPerGPUHour: cfg.Recipe.USDPerGPUHour,
 			Endpoint: cfg.Recipe.Endpoint, Model: cfg.Recipe.Model},
-		Bar:        runner.Plan.Bar,
-		Capacity:   res.Capacity,
-		StopReason: res.StopReason,
-		PostFlight: res.PostFlight,
-		RunDir:     dir.Path(),
-		Started:    started.UTC().Format(time.RFC3339),
-		TimeScale:  cfg.TimeScale,
-		Versions:   map[string]string{"headroom": version, "go": runtime.Version(), "records": fmt.Sprint(load.RecordVersion), "summary": fmt.Sprint(report.SummaryVersion)},
+		Bar:         runner.Plan.Bar,
+		Capacity:    res.Capacity,
+		StopReason:  res.StopReason,
+		PostFlight:  res.PostFlight,
+		RunDir:      dir.Path(),
+		Started:     started.UTC().Format(time.RFC3339),
+		TimeScale:   cfg.TimeScale,
+		Calibration: &cal,
+		Versions:    map[string]string{"headroom": version, "go": runtime.Version(), "records": fmt.Sprint(load.RecordVersion), "summary": fmt.Sprint(report.SummaryVersion)},
 	}
 	var lastPass *sweep.StepResult
 	for i, s := range res.Steps {
@@ -232,7 +245,7 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 		return sum, err
 	}
 	if runErr != nil {
-		return sum, fmt.Errorf("the run was interrupted (%v); what finished is in %s", runErr, dir.Path())
+		return sum, fmt.Errorf("the run did not finish: %v; what finished is in %s", runErr, dir.Path())
 	}
 	return sum, nil
 }

@@ -80,6 +80,8 @@ type Workload struct {
 	ThinkTimeCapS float64 `json:"think_time_cap_s"`
 	// RequestTimeoutS is each request's client deadline, in modelled seconds.
 	RequestTimeoutS float64 `json:"request_timeout_s"`
+	// PrimeTimeoutS bounds each lane's priming request; default half the warm-up.
+	PrimeTimeoutS float64 `json:"prime_timeout_s"`
 }
 
 // Mix is the share of each tier in the sessions.
@@ -180,6 +182,12 @@ func (r *Run) fillDefaults() {
 		w.RequestTimeoutS = 600
 	}
 	s := &r.Sweep
+	if w.PrimeTimeoutS == 0 {
+		w.PrimeTimeoutS = s.WarmupS / 2
+		if w.PrimeTimeoutS == 0 {
+			w.PrimeTimeoutS = w.RequestTimeoutS
+		}
+	}
 	if s.WindowS == 0 {
 		s.WindowS = 60
 	}
@@ -290,6 +298,9 @@ func (r Run) Validate() error {
 	}
 	if w.RequestTimeoutS <= 0 {
 		bad("workload.request_timeout_s", "must be > 0: every request carries a deadline, got %g", w.RequestTimeoutS)
+	}
+	if w.PrimeTimeoutS < 0 {
+		bad("workload.prime_timeout_s", "must be > 0, got %g", w.PrimeTimeoutS)
 	}
 	s := r.Sweep
 	if len(s.Ladder) == 0 {

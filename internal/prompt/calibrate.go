@@ -22,10 +22,12 @@ var ErrNoTokenizer = errors.New("the server has no tokenize endpoint")
 
 // Calibration is the outcome of Calibrate.
 type Calibration struct {
-	TokensPerWord float64 // to put in Builder.TokensPerWord
-	Estimated     bool    // true when it is EstimatedTokensPerWord, not measured
-	Samples       int     // sample texts measured
-	Min, Max      float64 // the lowest and highest sample's tokens per word
+	TokensPerWord float64 `json:"tokens_per_word"` // to put in Builder.TokensPerWord
+	Estimated     bool    `json:"estimated"`       // true when it is EstimatedTokensPerWord, not measured
+	Samples       int     `json:"samples"`         // sample texts measured
+	// Min and Max are the lowest and highest sample's tokens per word.
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
 }
 
 // calibrationWords is the length of the shorter text of each sample pair.

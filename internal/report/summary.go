@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/headroom-bench/headroom/internal/prompt"
 	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/verdict"
@@ -33,7 +34,9 @@ type Summary struct {
 	Started    string               `json:"started"`
 	WallS      float64              `json:"wall_s"`
 	TimeScale  float64              `json:"time_scale"`
-	Versions   map[string]string    `json:"versions"`
+	// Calibration is how many tokens the server makes of one placeholder word.
+	Calibration *prompt.Calibration `json:"calibration,omitempty"`
+	Versions    map[string]string   `json:"versions"`
 }
 
 // Recipe is the part of the recipe a reader of the summary needs.

@@ -27,6 +27,16 @@ type Load interface {
 	Stop(grace time.Duration)
 }
 
+// primer is a Load that reports how its lanes' warm-up is going.
+type primer interface {
+	Priming() load.Priming
+}
+
+// tierFlight is a Load that reports requests in flight per tier.
+type tierFlight interface {
+	InFlightByTier() map[string]int
+}
+
 // Source gives one sample of the server's metrics.
 type Source interface {
 	Scrape(ctx context.Context, at time.Duration) (signal.Sample, error)
@@ -64,8 +74,9 @@ type Runner struct {
 }
 
 type inFlightSample struct {
-	at time.Duration
-	n  int
+	at     time.Duration
+	n      int
+	byTier map[string]int
 }
 
 // StepResult is one judged step.
@@ -79,7 +90,20 @@ type StepResult struct {
 	Load         LoadSummary  `json:"load"`
 	Tokens       Tokens       `json:"tokens"`
 	Windows      int          `json:"windows"`
+	Warmup       *Warmup      `json:"warmup,omitempty"`
 }
+
+// Warmup is how the lanes' priming went by the time a step's judged time began.
+type Warmup struct {
+	Primed   int     `json:"primed"`
+	Pending  int     `json:"pending"`
+	Failed   int     `json:"failed"`
+	LongestS float64 `json:"longest_s"`
+}
+
+// ErrWarmupTooShort is returned when lanes were still priming when a step's
+// judged time began: the warm-up would have eaten the step.
+var ErrWarmupTooShort = errors.New("warm-up too short")
 
 // LoadSummary is what the load generator sent and saw in a step's judged time.
 type LoadSummary struct {
@@ -92,6 +116,8 @@ type LoadSummary struct {
 	// parallel work each session really keeps open.
 	InFlight           float64 `json:"in_flight_mean"`
 	InFlightPerSession float64 `json:"in_flight_per_session"`
+	// InFlightByTier is the mean of requests in flight of each tier's lanes.
+	InFlightByTier map[string]float64 `json:"in_flight_by_tier,omitempty"`
 	// ClientTTFTP90 is the client-side P90 TTFT, kept for cross-checks only.
 	ClientTTFTP90 float64 `json:"client_ttft_p90_s,omitempty"`
 	// PromptDrift is served/planned prompt tokens - 1 over successful turns.
@@ -153,10 +179,16 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	defer func() { stopScrape(); <-scrapeDone }()
 
 	var res Result
+	var runErr error
 	res.StopReason = "the ladder ended"
 	var points []Point
 	for i, n := range p.Ladder {
 		step, err := r.step(ctx, i, n)
+		if errors.Is(err, ErrWarmupTooShort) {
+			res.StopReason = err.Error()
+			runErr = err
+			break
+		}
 		if err != nil {
 			res.StopReason = "interrupted: " + err.Error()
 			break
@@ -180,7 +212,10 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	if !res.PostFlight.Idle {
 		res.Warnings = append(res.Warnings, "post-flight: "+res.PostFlight.Detail)
 	}
-	return res, ctx.Err()
+	if runErr == nil {
+		runErr = ctx.Err()
+	}
+	return res, runErr
 }
 
 // step runs one step: warm-up, then the judged time on the scrape grid.
@@ -193,6 +228,15 @@ func (r *Runner) step(ctx context.Context, i, n int) (StepResult, error) {
 	r.logf("step %d/%d: %d sessions, warm-up until %s, judged %s", i+1, len(p.Ladder), n, fmtDur(measureStart), fmtDur(p.Step))
 	if err := c.SleepUntil(ctx, measureStart); err != nil {
 		return StepResult{}, err
+	}
+	var warm *Warmup
+	if pr, ok := r.Load.(primer); ok {
+		pm := pr.Priming()
+		warm = &Warmup{Primed: pm.Started, Pending: pm.Pending, Failed: pm.Failed, LongestS: pm.Longest.Seconds()}
+		if pm.Pending > 0 {
+			return StepResult{Index: i, Sessions: n, Warmup: warm}, fmt.Errorf("%w: %d lanes were still priming when step %d's judged time began (the longest priming so far took %.0fs); raise sweep.warmup_s",
+				ErrWarmupTooShort, pm.Pending, i+1, pm.Longest.Seconds())
+		}
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseMeasure})
 	measureEnd := measureStart + p.Step
@@ -207,12 +251,12 @@ func (r *Runner) step(ctx context.Context, i, n int) (StepResult, error) {
 	windows := signal.Windows(r.Samples(), measureStart, measureEnd, p.Window)
 	loads, summary := r.loadWindows(i, windows)
 	judged := verdict.Judge(p.Bar, windows, loads, p.Options)
-	summary.InFlight = r.meanInFlight(measureStart, measureEnd)
+	summary.InFlight, summary.InFlightByTier = r.meanInFlight(measureStart, measureEnd)
 	summary.InFlightPerSession = summary.InFlight / float64(n)
 	return StepResult{
 		Index: i, Sessions: n,
 		Start: start.Seconds(), MeasureStart: measureStart.Seconds(), End: measureEnd.Seconds(),
-		Judged: judged, Load: summary, Tokens: tokensOf(windows), Windows: len(windows),
+		Judged: judged, Load: summary, Tokens: tokensOf(windows), Windows: len(windows), Warmup: warm,
 	}, nil
 }
 
@@ -229,12 +273,16 @@ func (r *Runner) scrapeLoop(ctx context.Context) {
 			return
 		}
 		inflight := r.Load.InFlight()
+		var byTier map[string]int
+		if tf, ok := r.Load.(tierFlight); ok {
+			byTier = tf.InFlightByTier()
+		}
 		s, err := r.Source.Scrape(ctx, at)
 		if ctx.Err() != nil {
 			return
 		}
 		r.mu.Lock()
-		r.inFlight = append(r.inFlight, inFlightSample{at: at, n: inflight})
+		r.inFlight = append(r.inFlight, inFlightSample{at: at, n: inflight, byTier: byTier})
 		if err != nil {
 			r.warnings = appendOnce(r.warnings, "scrape failed: "+err.Error())
 			r.mu.Unlock()
@@ -336,20 +384,27 @@ func windowOf(ws []signal.Window, t float64) int {
 	return -1
 }
 
-func (r *Runner) meanInFlight(from, to time.Duration) float64 {
+func (r *Runner) meanInFlight(from, to time.Duration) (float64, map[string]float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	total, n := 0, 0
+	tiers := map[string]float64{}
 	for _, s := range r.inFlight {
 		if s.at >= from && s.at < to {
 			total += s.n
 			n++
+			for t, v := range s.byTier {
+				tiers[t] += float64(v)
+			}
 		}
 	}
 	if n == 0 {
-		return 0
+		return 0, nil
 	}
-	return float64(total) / float64(n)
+	for t := range tiers {
+		tiers[t] /= float64(n)
+	}
+	return float64(total) / float64(n), tiers
 }
 
 func tokensOf(ws []signal.Window) Tokens {
