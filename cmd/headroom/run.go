@@ -227,11 +227,12 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 			lastPass = &res.Steps[i]
 		}
 	}
-	tokensPerHour, fromStep := 0.0, 0
+	var tokens sweep.Tokens
+	fromStep := 0
 	if lastPass != nil {
-		tokensPerHour, fromStep = lastPass.Tokens.PerHour, lastPass.Sessions
+		tokens, fromStep = lastPass.Tokens, lastPass.Sessions
 	}
-	sum.Cost = sweep.CostOf(cfg.Recipe.Nodes, cfg.Recipe.GPUsPerNode, cfg.Recipe.USDPerGPUHour, res.Capacity, tokensPerHour, fromStep)
+	sum.Cost = sweep.CostOf(cfg.Recipe.Nodes, cfg.Recipe.GPUsPerNode, cfg.Recipe.USDPerGPUHour, res.Capacity, tokens, fromStep)
 	if cfg.Sweep.Target > 0 {
 		t := res.Capacity.Target(cfg.Sweep.Target)
 		sum.Target = &t

@@ -97,6 +97,37 @@ type lane struct {
 	stop     atomic.Bool
 	inFlight atomic.Int64
 	peak     atomic.Int64 // the most requests this lane ever had in flight at once
+
+	// seen holds the prefix chains of every prompt this lane sent in its
+	// current play, to tell how much of a prompt an ideal cache would hold.
+	seenMu     sync.Mutex
+	seenMarker uint64
+	seen       map[uint64]struct{}
+}
+
+// idealCached returns how many of a prompt's tokens an ideal prefix cache
+// would hold: the longest run of leading hash blocks that an earlier prompt of
+// the same play already sent (plays never share cache). It then remembers
+// this prompt's blocks.
+func (l *lane) idealCached(marker uint64, ids []int64, blockSize, tokens int) int {
+	l.seenMu.Lock()
+	defer l.seenMu.Unlock()
+	if l.seen == nil || l.seenMarker != marker {
+		l.seen, l.seenMarker = map[uint64]struct{}{}, marker
+	}
+	chain := uint64(14695981039346656037)
+	hit, matching := 0, true
+	for i, id := range ids {
+		chain = (chain ^ uint64(id)) * 1099511628211
+		chain ^= chain >> 29
+		if _, ok := l.seen[chain]; ok && matching {
+			hit = i + 1
+		} else {
+			matching = false
+			l.seen[chain] = struct{}{}
+		}
+	}
+	return min(hit*blockSize, tokens)
 }
 
 // NewGenerator returns a generator with no lanes running.
@@ -404,6 +435,7 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 		b.BlockSize = t.BlockSize
 	}
 	*bp = b.Append((*bp)[:0], s.ID, marker, t.HashIDs, t.In)
+	ideal := l.idealCached(marker, t.HashIDs, b.BlockSize, t.In)
 	maxTokens := max(t.Out, 1)
 	timeout := g.o.Timeout
 	tag := *g.tag.Load()
@@ -433,7 +465,7 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 		V: RecordVersion, Step: tag.Step, Sessions: tag.Sessions, Phase: phase,
 		Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent,
 		PlannedPromptTokens: t.In, ServedPromptTokens: res.PromptTokens, CachedTokens: res.Cached,
-		MaxTokens: maxTokens, OutputTokens: res.OutputTokens,
+		IdealCachedTokens: ideal, MaxTokens: maxTokens, OutputTokens: res.OutputTokens,
 		Send: c.At(sent).Seconds(), Status: res.Status, Error: res.Error, Detail: res.Detail,
 	}
 	if !res.First.IsZero() {

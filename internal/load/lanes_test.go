@@ -335,3 +335,26 @@ func TestPrimingIsBoundedAndReported(t *testing.T) {
 		t.Errorf("after the timed-out prime the lane must go on with the next turn: %+v", recs[1])
 	}
 }
+
+func TestIdealCachedFollowsThePlaysPrefixes(t *testing.T) {
+	l := &lane{}
+	cases := []struct {
+		name   string // what the prompt is
+		marker uint64
+		ids    []int64
+		tokens int
+		want   int
+	}{
+		{"first prompt of a play: nothing cached", 1, []int64{1, 2, 3}, 180, 0},
+		{"the next turn extends it: its 3 blocks are cached", 1, []int64{1, 2, 3, 4, 5}, 300, 3 * 64},
+		{"a subagent forking after 2 blocks", 1, []int64{1, 2, 9}, 170, 2 * 64},
+		{"a different first block shares nothing", 1, []int64{7, 2, 3}, 180, 0},
+		{"cached tokens never exceed the prompt", 1, []int64{1, 2, 3, 4, 5}, 200, 200},
+		{"a new play starts cold", 2, []int64{1, 2, 3, 4, 5}, 300, 0},
+	}
+	for _, c := range cases {
+		if got := l.idealCached(c.marker, c.ids, 64, c.tokens); got != c.want {
+			t.Errorf("%s: ideal cached %d, want %d", c.name, got, c.want)
+		}
+	}
+}

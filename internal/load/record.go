@@ -51,8 +51,12 @@ type Record struct {
 	PlannedPromptTokens int `json:"planned_prompt_tokens"`
 	ServedPromptTokens  int `json:"served_prompt_tokens"` // usage.prompt_tokens
 	CachedTokens        int `json:"cached_tokens"`        // usage.prompt_tokens_details.cached_tokens
-	MaxTokens           int `json:"max_tokens"`
-	OutputTokens        int `json:"output_tokens"` // usage.completion_tokens
+	// IdealCachedTokens is what an ideal prefix cache would hold of the prompt,
+	// from the trace's hash ids: the leading blocks an earlier prompt of the
+	// same play already sent.
+	IdealCachedTokens int `json:"ideal_cached_tokens"`
+	MaxTokens         int `json:"max_tokens"`
+	OutputTokens      int `json:"output_tokens"` // usage.completion_tokens
 
 	Send       float64 `json:"send_s"`
 	FirstToken float64 `json:"first_token_s,omitempty"`

@@ -118,7 +118,8 @@ func TestTargetVerdict(t *testing.T) {
 
 func TestCostOf(t *testing.T) {
 	// The reference report: 2 nodes x 8 GPUs at $1.80 = $28.80/hour; 10 sessions -> $2.88.
-	c := CostOf(2, 8, 1.80, Capacity{Sessions: 10, Lo: 8, Hi: 12}, 46e6, 10)
+	// 46M tokens an hour: 30M cached input, 15M uncached, 1M output over a 10-minute step.
+	c := CostOf(2, 8, 1.80, Capacity{Sessions: 10, Lo: 8, Hi: 12}, Tokens{Prompt: 45e6 / 6, Cached: 30e6 / 6, Output: 1e6 / 6, Seconds: 600, PerHour: 46e6}, 10)
 	if !near(c.USDPerHour, 28.8) || !near(*c.USDPerSessionHour, 2.88) {
 		t.Errorf("cost = %+v, want $28.80/hour and $2.88/session-hour", c)
 	}
@@ -128,12 +129,15 @@ func TestCostOf(t *testing.T) {
 	if !near(*c.USDPerMillionTokens, 28.8/46) {
 		t.Errorf("$/M tokens = %g, want %g", *c.USDPerMillionTokens, 28.8/46)
 	}
-	if below := CostOf(2, 8, 1.8, Capacity{BelowFirst: true}, 0, 0); below.USDPerSessionHour != nil || below.USDPerMillionTokens != nil {
+	if !near(c.CachedInputPerHour, 30e6) || !near(c.UncachedInputPerHour, 15e6) || !near(c.OutputPerHour, 1e6) {
+		t.Errorf("token split = %g cached, %g uncached, %g output per hour", c.CachedInputPerHour, c.UncachedInputPerHour, c.OutputPerHour)
+	}
+	if below := CostOf(2, 8, 1.8, Capacity{BelowFirst: true}, Tokens{}, 0); below.USDPerSessionHour != nil || below.USDPerMillionTokens != nil {
 		t.Errorf("a recipe below its first step got a price: %+v", below)
 	}
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 // TestCapacityOpenUpperBound: when the optimistic curve never leaves the bar
 // within the ladder, the upper bound is the last step and says it is open.

@@ -16,11 +16,16 @@ type Cost struct {
 	// from the server's counters at the last step that passed, as InferenceX does.
 	USDPerMillionTokens *float64 `json:"usd_per_million_tokens"`
 	TokensPerHour       float64  `json:"tokens_per_hour,omitempty"`
-	FromStep            int      `json:"from_step_sessions,omitempty"`
+	// The tokens per hour split as InferenceX counts them.
+	CachedInputPerHour   float64 `json:"cached_input_tokens_per_hour,omitempty"`
+	UncachedInputPerHour float64 `json:"uncached_input_tokens_per_hour,omitempty"`
+	OutputPerHour        float64 `json:"output_tokens_per_hour,omitempty"`
+	FromStep             int     `json:"from_step_sessions,omitempty"`
 }
 
-// CostOf prices the capacity and the tokens of the last passing step.
-func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokensPerHour float64, fromStep int) Cost {
+// CostOf prices the capacity and the tokens of the last passing step;
+// tokens are the server's counters over that step's judged time.
+func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokens Tokens, fromStep int) Cost {
 	hourly := float64(nodes*gpusPerNode) * usdPerGPUHour
 	out := Cost{USDPerHour: hourly, AtMost: c.AtLeast}
 	if c.Sessions > 0 && !c.BelowFirst {
@@ -32,9 +37,13 @@ func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokensPer
 			out.USDPerSessionHourHi = ptr(hourly / c.Lo)
 		}
 	}
-	if tokensPerHour > 0 {
-		out.TokensPerHour = tokensPerHour
-		out.USDPerMillionTokens = ptr(hourly / tokensPerHour * 1e6)
+	if tokens.PerHour > 0 && tokens.Seconds > 0 {
+		perHour := 3600 / tokens.Seconds
+		out.TokensPerHour = tokens.PerHour
+		out.CachedInputPerHour = tokens.Cached * perHour
+		out.UncachedInputPerHour = (tokens.Prompt - tokens.Cached) * perHour
+		out.OutputPerHour = tokens.Output * perHour
+		out.USDPerMillionTokens = ptr(hourly / tokens.PerHour * 1e6)
 		out.FromStep = fromStep
 	}
 	return out

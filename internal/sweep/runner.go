@@ -122,6 +122,9 @@ type LoadSummary struct {
 	ClientTTFTP90 float64 `json:"client_ttft_p90_s,omitempty"`
 	// PromptDrift is served/planned prompt tokens - 1 over successful turns.
 	PromptDrift float64 `json:"prompt_drift"`
+	// IdealHitRate is the share of prompt tokens an ideal prefix cache would
+	// have held, from the traces' hash ids, over successful turns.
+	IdealHitRate float64 `json:"ideal_hit_rate"`
 }
 
 // Tokens are the server's token counters over a step's judged time.
@@ -253,6 +256,7 @@ func (r *Runner) step(ctx context.Context, i, n int) (StepResult, error) {
 	judged := verdict.Judge(p.Bar, windows, loads, p.Options)
 	summary.InFlight, summary.InFlightByTier = r.meanInFlight(measureStart, measureEnd)
 	summary.InFlightPerSession = summary.InFlight / float64(n)
+	judged.Warnings = append(judged.Warnings, crossChecks(windows, summary)...)
 	return StepResult{
 		Index: i, Sessions: n,
 		Start: start.Seconds(), MeasureStart: measureStart.Seconds(), End: measureEnd.Seconds(),
@@ -334,7 +338,7 @@ func (r *Runner) loadWindows(i int, windows []signal.Window) ([]verdict.LoadWind
 	out := make([]verdict.LoadWindow, len(windows))
 	var sum LoadSummary
 	var ttfts []float64
-	var planned, served float64
+	var planned, served, ideal float64
 	for _, rec := range r.Book.Step(i, load.PhaseMeasure) {
 		k := windowOf(windows, rec.Send)
 		if k < 0 {
@@ -359,6 +363,7 @@ func (r *Runner) loadWindows(i int, windows []signal.Window) ([]verdict.LoadWind
 			}
 			planned += float64(rec.PlannedPromptTokens)
 			served += float64(rec.ServedPromptTokens)
+			ideal += float64(rec.IdealCachedTokens)
 		}
 	}
 	for _, w := range out {
@@ -371,6 +376,7 @@ func (r *Runner) loadWindows(i int, windows []signal.Window) ([]verdict.LoadWind
 	sum.ClientTTFTP90 = quantile(ttfts, 0.9)
 	if planned > 0 {
 		sum.PromptDrift = served/planned - 1
+		sum.IdealHitRate = ideal / planned
 	}
 	return out, sum
 }
@@ -405,6 +411,54 @@ func (r *Runner) meanInFlight(from, to time.Duration) (float64, map[string]float
 		tiers[t] /= float64(n)
 	}
 	return float64(total) / float64(n), tiers
+}
+
+// Tolerances of the cross-checks between what the client saw and what the
+// server reported. Twyman's law: a figure that looks interesting is usually
+// wrong, so each disagreement past these is a warning in the report.
+const (
+	requestTolerance  = 0.10 // share of requests, beyond the requests in flight at the window edges
+	driftTolerance    = 0.05 // served vs planned prompt tokens
+	hitRateTolerance  = 0.10 // server prefix-cache hit rate vs the traces' ideal, in points
+	minCrossCheckTurn = 10   // fewer turns than this are too few to cross-check
+)
+
+// crossChecks compares the load generator's view of a step with the server's.
+func crossChecks(ws []signal.Window, l LoadSummary) []string {
+	if l.Sent < minCrossCheckTurn {
+		return nil
+	}
+	var out []string
+	var http, finished, hits, queries float64
+	haveHTTP := false
+	for _, w := range ws {
+		for _, c := range []string{signal.HTTP2xx, signal.HTTP4xx, signal.HTTP5xx} {
+			if v, ok := w.Counter[c]; ok {
+				http += v
+				haveHTTP = true
+			}
+		}
+		finished += w.Counter[signal.RequestsOK] + w.Counter[signal.RequestsAborted]
+		hits += w.Counter[signal.PrefixCacheHits]
+		queries += w.Counter[signal.PrefixCacheQueries]
+	}
+	server, what := finished, "requests the engine finished"
+	if haveHTTP {
+		server, what = http, "HTTP responses the server counted"
+	}
+	slack := requestTolerance*float64(l.Sent) + 2*l.InFlight + 2
+	if math.Abs(server-float64(l.Sent)) > slack {
+		out = append(out, fmt.Sprintf("cross-check: %s (%.0f) differ from requests sent (%d) by more than %.0f: are all copies' metrics scraped?", what, server, l.Sent, slack))
+	}
+	if math.Abs(l.PromptDrift) > driftTolerance {
+		out = append(out, fmt.Sprintf("cross-check: served prompt tokens differ from planned by %+.1f%%: token calibration is off, so prompts are not the traces' length", 100*l.PromptDrift))
+	}
+	if queries > 0 && l.IdealHitRate > 0 {
+		if got := hits / queries; math.Abs(got-l.IdealHitRate) > hitRateTolerance {
+			out = append(out, fmt.Sprintf("cross-check: the server's prefix-cache hit rate (%.0f%%) differs from the traces' ideal (%.0f%%) by more than %.0f points: cache evictions, a router that splits conversations, or prompts that do not share prefixes", 100*got, 100*l.IdealHitRate, 100*hitRateTolerance))
+		}
+	}
+	return out
 }
 
 func tokensOf(ws []signal.Window) Tokens {

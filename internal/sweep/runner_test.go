@@ -26,10 +26,15 @@ type fakeLoad struct {
 	priming  load.Priming
 }
 
-func (f *fakeLoad) SetSessions(n int)     { f.sessions.Store(int64(n)) }
-func (f *fakeLoad) SetTag(t load.Tag)     { f.tag.Store(&t) }
-func (f *fakeLoad) InFlight() int         { return int(f.sessions.Load()) }
-func (f *fakeLoad) Stop(time.Duration)    { f.mu.Lock(); f.stopped = true; f.mu.Unlock(); f.sessions.Store(0) }
+func (f *fakeLoad) SetSessions(n int) { f.sessions.Store(int64(n)) }
+func (f *fakeLoad) SetTag(t load.Tag) { f.tag.Store(&t) }
+func (f *fakeLoad) InFlight() int     { return int(f.sessions.Load()) }
+func (f *fakeLoad) Stop(time.Duration) {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	f.sessions.Store(0)
+}
 func (f *fakeLoad) Priming() load.Priming { f.mu.Lock(); defer f.mu.Unlock(); return f.priming }
 
 // fakeEngine is a Source whose TTFT histogram grows by ten requests per
