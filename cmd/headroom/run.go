@@ -185,7 +185,7 @@ func runSweep(ctx context.Context, cfg config.Run, progress io.Writer) (report.S
 		Seed: cfg.Workload.Seed, Sink: book.Add,
 	})
 	opts := verdict.DefaultOptions()
-	opts.Seed, opts.Resamples = cfg.Sweep.Seed, cfg.Sweep.Resamples
+	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
 	runner := &sweep.Runner{
 		Plan: sweep.Plan{
 			Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),

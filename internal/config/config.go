@@ -105,6 +105,10 @@ type Sweep struct {
 	DrainS    float64 `json:"drain_s"`
 	Seed      uint64  `json:"seed"`
 	Resamples int     `json:"resamples"`
+	// BootstrapBlock resamples runs of this many neighbouring windows
+	// (moving-block bootstrap) instead of single windows, for windows that
+	// are not independent; 1 is the plain bootstrap.
+	BootstrapBlock int `json:"bootstrap_block"`
 }
 
 //go:embed default.yaml
@@ -199,6 +203,9 @@ func (r *Run) fillDefaults() {
 	}
 	if s.Resamples == 0 {
 		s.Resamples = 2000
+	}
+	if s.BootstrapBlock == 0 {
+		s.BootstrapBlock = 1
 	}
 }
 
@@ -335,6 +342,11 @@ func (r Run) Validate() error {
 	}
 	if s.DrainS <= 0 {
 		bad("sweep.drain_s", "must be > 0, got %g", s.DrainS)
+	}
+	if s.BootstrapBlock < 1 {
+		bad("sweep.bootstrap_block", "must be at least 1 window, got %d", s.BootstrapBlock)
+	} else if s.StepS > 0 && s.WindowS > 0 && float64(s.BootstrapBlock) > s.StepS/s.WindowS/2 {
+		bad("sweep.bootstrap_block", "%d windows is more than half the %g windows of a step", s.BootstrapBlock, s.StepS/s.WindowS)
 	}
 	if s.Resamples < 100 {
 		bad("sweep.resamples", "must be at least 100, got %d", s.Resamples)
