@@ -105,11 +105,33 @@ type Sweep struct {
 	DrainS    float64 `json:"drain_s"`
 	Seed      uint64  `json:"seed"`
 	Resamples int     `json:"resamples"`
+	// Stress is the stress step: its verdict is reported beside the target's.
+	Stress int `json:"stress,omitempty"`
+	// Repeat re-runs the steps either side of the crossing (default true).
+	Repeat *bool `json:"repeat,omitempty"`
+	// Kill ends a step early when the recipe clearly cannot carry it.
+	Kill Kill `json:"kill"`
+	// KVFull stops the sweep after a step whose KV cache use averaged at least
+	// this share; 0 turns it off.
+	KVFull float64 `json:"kv_full"`
+	// GPUWindowMin is the GPU time the recipe gets, rollout and rollback
+	// included; the plan must fit in it.
+	GPUWindowMin float64 `json:"gpu_window_min"`
 	// BootstrapBlock resamples runs of this many neighbouring windows
 	// (moving-block bootstrap) instead of single windows, for windows that
 	// are not independent; 1 is the plain bootstrap.
 	BootstrapBlock int `json:"bootstrap_block"`
 }
+
+// Kill is the kill switch's limits; 0 turns a limit off.
+type Kill struct {
+	QueuePerSession float64 `json:"queue_per_session"`
+	ErrorRate       float64 `json:"error_rate"`
+	TTFTFactor      float64 `json:"ttft_factor"`
+}
+
+// RepeatCrossing reports whether the steps either side of the crossing run twice.
+func (s Sweep) RepeatCrossing() bool { return s.Repeat == nil || *s.Repeat }
 
 //go:embed default.yaml
 var defaultYAML []byte
@@ -206,6 +228,15 @@ func (r *Run) fillDefaults() {
 	}
 	if s.BootstrapBlock == 0 {
 		s.BootstrapBlock = 1
+	}
+	if s.Kill == (Kill{}) {
+		s.Kill = Kill{QueuePerSession: 4, ErrorRate: 0.5, TTFTFactor: 4}
+	}
+	if s.KVFull == 0 {
+		s.KVFull = 0.98
+	}
+	if s.GPUWindowMin == 0 {
+		s.GPUWindowMin = 120
 	}
 }
 
@@ -342,6 +373,18 @@ func (r Run) Validate() error {
 	}
 	if s.DrainS <= 0 {
 		bad("sweep.drain_s", "must be > 0, got %g", s.DrainS)
+	}
+	if s.Stress != 0 && !contains(s.Ladder, s.Stress) {
+		bad("sweep.stress", "%d is not a step of sweep.ladder", s.Stress)
+	}
+	if s.Kill.QueuePerSession < 0 || s.Kill.ErrorRate < 0 || s.Kill.ErrorRate > 1 || s.Kill.TTFTFactor < 0 || (s.Kill.TTFTFactor > 0 && s.Kill.TTFTFactor < 1) {
+		bad("sweep.kill", "limits must be >= 0 (0 turns one off), error_rate at most 1 and ttft_factor at least 1, got %+v", s.Kill)
+	}
+	if s.KVFull < 0 || s.KVFull > 1 {
+		bad("sweep.kv_full", "must be a share in [0, 1], got %g", s.KVFull)
+	}
+	if s.GPUWindowMin < 0 {
+		bad("sweep.gpu_window_min", "must be > 0 minutes, got %g", s.GPUWindowMin)
 	}
 	if s.BootstrapBlock < 1 {
 		bad("sweep.bootstrap_block", "must be at least 1 window, got %d", s.BootstrapBlock)

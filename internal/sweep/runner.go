@@ -52,6 +52,26 @@ type Plan struct {
 	Drain   time.Duration
 	Bar     verdict.Bar
 	Options verdict.Options
+	// Repeat re-runs the steps either side of the crossing and judges each on
+	// both runs' windows together.
+	Repeat bool
+	// Kill ends a step early when the recipe clearly cannot carry it.
+	Kill Kill
+	// KVFull stops the sweep after a step whose KV cache use averaged at least
+	// this share (0 turns the stop off).
+	KVFull float64
+	// FirstIndex numbers the first step of this sweep (non-zero on resume);
+	// Previous holds steps judged before, counted in capacity.
+	FirstIndex int
+	Previous   []StepResult
+}
+
+// Kill is the kill switch: limits past which a step is ended early. Zero
+// values turn a limit off.
+type Kill struct {
+	QueuePerSession float64 // waiting requests per session, growing over three scrapes
+	ErrorRate       float64 // errors per turn sent in the last window
+	TTFTFactor      float64 // P90 TTFT of the last window past this many times the bar
 }
 
 // Runner runs one sweep.
@@ -91,6 +111,17 @@ type StepResult struct {
 	Tokens       Tokens       `json:"tokens"`
 	Windows      int          `json:"windows"`
 	Warmup       *Warmup      `json:"warmup,omitempty"`
+	// RepeatOf is the index of the step this one repeats; its verdict pools
+	// both runs' windows. -1 when it is no repeat.
+	RepeatOf int `json:"repeat_of"`
+	// Killed says why the kill switch ended the step early, if it did.
+	Killed string `json:"killed,omitempty"`
+	// KVCacheMean is the mean KV cache use over the judged time.
+	KVCacheMean float64 `json:"kv_cache_mean"`
+
+	// what the verdict was computed from, kept in memory to pool a repeat
+	judgedWindows []signal.Window
+	judgedLoads   []verdict.LoadWindow
 }
 
 // Warmup is how the lanes' priming went by the time a step's judged time began.
@@ -168,9 +199,10 @@ func (r *Runner) logf(format string, args ...any) {
 	}
 }
 
-// Run runs the ladder until a step misses the bar or the ladder ends, then
-// stops the load and waits for the engine to be idle. A cancelled ctx stops
-// the sweep after the step in flight is abandoned; what was judged is returned.
+// Run runs the ladder until a step misses the bar or the ladder ends, repeats
+// the steps either side of the crossing when asked, then stops the load and
+// waits for the engine to be idle. A cancelled ctx abandons the step in
+// flight; what was judged is returned.
 func (r *Runner) Run(ctx context.Context) (Result, error) {
 	p := r.Plan
 	if p.Scrape <= 0 || p.Window <= 0 || p.Step < p.Window {
@@ -183,31 +215,64 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 
 	var res Result
 	var runErr error
+	res.Steps = append(res.Steps, p.Previous...)
 	res.StopReason = "the ladder ended"
-	var points []Point
-	for i, n := range p.Ladder {
-		step, err := r.step(ctx, i, n)
+	index := p.FirstIndex
+	run := func(n, repeatOf int) (StepResult, bool) {
+		step, err := r.step(ctx, index, n, repeatOf)
+		index++
 		if errors.Is(err, ErrWarmupTooShort) {
-			res.StopReason = err.Error()
-			runErr = err
-			break
+			res.StopReason, runErr = err.Error(), err
+			return step, false
 		}
 		if err != nil {
 			res.StopReason = "interrupted: " + err.Error()
-			break
+			return step, false
+		}
+		if repeatOf >= 0 {
+			step = r.pool(step, res.Steps)
 		}
 		res.Steps = append(res.Steps, step)
-		points = append(points, Point{Sessions: n, Judged: step.Judged})
 		if r.OnStep != nil {
 			r.OnStep(step)
 		}
-		r.logf("step %d/%d: %s", i+1, len(p.Ladder), describeStep(step))
+		r.logf("step %d: %s", step.Index+1, describeStep(step))
+		return step, true
+	}
+	crossed := -1 // ladder position of the first step that missed
+	for k, n := range p.Ladder {
+		step, ok := run(n, -1)
+		if !ok {
+			break
+		}
 		if v := step.Judged.Verdict; v == verdict.Fail || v == verdict.NoData {
-			res.StopReason = fmt.Sprintf("step %d (%d sessions) read %s", i+1, n, v)
+			res.StopReason = fmt.Sprintf("step %d (%d sessions) read %s", step.Index+1, n, v)
+			crossed = k
+			break
+		}
+		if step.Killed != "" {
+			res.StopReason = fmt.Sprintf("kill switch at %d sessions: %s", n, step.Killed)
+			crossed = k
+			break
+		}
+		if p.KVFull > 0 && step.KVCacheMean >= p.KVFull {
+			res.StopReason = fmt.Sprintf("the KV cache stayed full at %d sessions (%.0f%% on average)", n, 100*step.KVCacheMean)
+			crossed = k
 			break
 		}
 	}
-	res.Capacity = CapacityOf(points)
+	if p.Repeat && crossed > 0 && runErr == nil && ctx.Err() == nil {
+		// the steps either side of the crossing run again; each verdict then
+		// rests on both runs
+		for _, n := range []int{p.Ladder[crossed-1], p.Ladder[crossed]} {
+			first := lastAt(res.Steps, n)
+			if _, ok := run(n, first); !ok {
+				break
+			}
+		}
+		res.StopReason += "; the steps either side were repeated"
+	}
+	res.Capacity = CapacityOf(points(res.Steps))
 	res.PostFlight = r.postFlight(ctx)
 	r.mu.Lock()
 	res.Warnings = append(res.Warnings, r.warnings...)
@@ -221,14 +286,46 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	return res, runErr
 }
 
-// step runs one step: warm-up, then the judged time on the scrape grid.
-func (r *Runner) step(ctx context.Context, i, n int) (StepResult, error) {
+// points are the steps capacity is computed from: for each number of
+// sessions, its latest judgement (a repeat's pooled verdict replaces the
+// first run's).
+func points(steps []StepResult) []Point {
+	latest := map[int]int{}
+	var order []int
+	for k, s := range steps {
+		if _, ok := latest[s.Sessions]; !ok {
+			order = append(order, s.Sessions)
+		}
+		latest[s.Sessions] = k
+	}
+	out := make([]Point, 0, len(order))
+	for _, n := range order {
+		s := steps[latest[n]]
+		out = append(out, Point{Sessions: n, Judged: s.Judged})
+	}
+	return out
+}
+
+// lastAt is the index of the latest step at n sessions, or -1.
+func lastAt(steps []StepResult, n int) int {
+	idx := -1
+	for _, s := range steps {
+		if s.Sessions == n {
+			idx = s.Index
+		}
+	}
+	return idx
+}
+
+// step runs one step: warm-up, then the judged time on the scrape grid,
+// watched by the kill switch.
+func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, error) {
 	p, c := r.Plan, r.Clock
 	start := c.Now()
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseWarmup})
 	r.Load.SetSessions(n)
 	measureStart := alignUp(start+p.Warmup, p.Scrape)
-	r.logf("step %d/%d: %d sessions, warm-up until %s, judged %s", i+1, len(p.Ladder), n, fmtDur(measureStart), fmtDur(p.Step))
+	r.logf("step %d: %d sessions, warm-up until %s, judged %s", i+1, n, fmtDur(measureStart), fmtDur(p.Step))
 	if err := c.SleepUntil(ctx, measureStart); err != nil {
 		return StepResult{}, err
 	}
@@ -243,25 +340,118 @@ func (r *Runner) step(ctx context.Context, i, n int) (StepResult, error) {
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseMeasure})
 	measureEnd := measureStart + p.Step
-	if err := c.SleepUntil(ctx, measureEnd); err != nil {
-		return StepResult{}, err
+	killed := ""
+	for t := measureStart + p.Scrape; t <= measureEnd; t += p.Scrape {
+		if err := c.SleepUntil(ctx, t); err != nil {
+			return StepResult{}, err
+		}
+		if killed = r.kill(n, t); killed != "" {
+			r.awaitSample(ctx, t)
+			measureEnd = t
+			r.logf("step %d: kill switch: %s", i+1, killed)
+			break
+		}
 	}
 	// the next step's warm-up starts now; records sent from here are its own
 	r.Load.SetTag(load.Tag{Step: i + 1, Sessions: n, Phase: load.PhaseWarmup})
 	if err := r.awaitSample(ctx, measureEnd); err != nil {
 		return StepResult{}, err
 	}
-	windows := signal.Windows(r.Samples(), measureStart, measureEnd, p.Window)
-	loads, summary := r.loadWindows(i, windows)
-	judged := verdict.Judge(p.Bar, windows, loads, p.Options)
-	summary.InFlight, summary.InFlightByTier = r.meanInFlight(measureStart, measureEnd)
-	summary.InFlightPerSession = summary.InFlight / float64(n)
-	judged.Warnings = append(judged.Warnings, crossChecks(windows, summary)...)
-	return StepResult{
-		Index: i, Sessions: n,
+	step := StepResult{
+		Index: i, Sessions: n, RepeatOf: repeatOf, Killed: killed, Warmup: warm,
 		Start: start.Seconds(), MeasureStart: measureStart.Seconds(), End: measureEnd.Seconds(),
-		Judged: judged, Load: summary, Tokens: tokensOf(windows), Windows: len(windows), Warmup: warm,
-	}, nil
+	}
+	step.Load.InFlight, step.Load.InFlightByTier = r.meanInFlight(measureStart, measureEnd)
+	return JudgeStep(p, step, r.Samples(), r.Book.Step(i, load.PhaseMeasure)), nil
+}
+
+// JudgeStep judges one step from the samples and the step's judged records,
+// as the sweep does live and as `headroom judge` does from a run directory.
+// step carries the step's index, sessions, times and in-flight figures.
+func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.Record) StepResult {
+	from := time.Duration(step.MeasureStart * float64(time.Second))
+	to := time.Duration(step.End * float64(time.Second))
+	windows := signal.Windows(samples, from, to, p.Window)
+	loads, summary := loadWindows(records, windows)
+	summary.InFlight, summary.InFlightByTier = step.Load.InFlight, step.Load.InFlightByTier
+	summary.InFlightPerSession = summary.InFlight / float64(step.Sessions)
+	step.Judged = verdict.Judge(p.Bar, windows, loads, p.Options)
+	step.Judged.Warnings = append(step.Judged.Warnings, crossChecks(windows, summary)...)
+	if step.Killed != "" {
+		step.Judged.Warnings = append(step.Judged.Warnings, "the kill switch ended this step early: "+step.Killed)
+	}
+	step.Load, step.Tokens, step.Windows = summary, tokensOf(windows), len(windows)
+	step.KVCacheMean = gaugeMean(windows, signal.KVCacheUsage)
+	step.judgedWindows, step.judgedLoads = windows, loads
+	return step
+}
+
+// pool judges a repeated step on its own windows and those of the run it
+// repeats, together.
+func (r *Runner) pool(step StepResult, before []StepResult) StepResult {
+	for _, b := range before {
+		if b.Index != step.RepeatOf || b.judgedWindows == nil {
+			continue
+		}
+		ws := append(append([]signal.Window(nil), b.judgedWindows...), step.judgedWindows...)
+		ls := append(append([]verdict.LoadWindow(nil), b.judgedLoads...), step.judgedLoads...)
+		step.Judged = verdict.Judge(r.Plan.Bar, ws, ls, r.Plan.Options)
+		step.Judged.Warnings = append(step.Judged.Warnings, fmt.Sprintf("judged on this run and step %d's together (%d windows)", b.Index+1, len(ws)))
+		step.Windows = len(ws)
+	}
+	return step
+}
+
+// kill checks the kill switch on the latest window's worth of samples.
+func (r *Runner) kill(n int, now time.Duration) string {
+	k := r.Plan.Kill
+	r.mu.Lock()
+	samples := append([]signal.Sample(nil), r.samples...)
+	r.mu.Unlock()
+	if len(samples) < 2 {
+		return ""
+	}
+	if k.QueuePerSession > 0 && len(samples) >= 3 {
+		a, b, c := samples[len(samples)-3], samples[len(samples)-2], samples[len(samples)-1]
+		w := c.Gauge[signal.Waiting]
+		if w > k.QueuePerSession*float64(n) && w > b.Gauge[signal.Waiting] && b.Gauge[signal.Waiting] > a.Gauge[signal.Waiting] {
+			return fmt.Sprintf("%.0f requests waiting and growing (limit %.0f for %d sessions)", w, k.QueuePerSession*float64(n), n)
+		}
+	}
+	ws := signal.Windows(samples, max(0, now-r.Plan.Window), now, r.Plan.Window)
+	if len(ws) == 0 {
+		return ""
+	}
+	w := ws[len(ws)-1]
+	if k.TTFTFactor > 0 {
+		if h, ok := w.Hist[signal.TTFT]; ok {
+			if v, _, _, ok := h.Quantile(0.9); ok && v > k.TTFTFactor*r.Plan.Bar.TTFTP90 {
+				return fmt.Sprintf("P90 TTFT of the last window %.1fs is past %g times the bar", v, k.TTFTFactor)
+			}
+		}
+	}
+	if k.ErrorRate > 0 {
+		errs := w.Counter[signal.HTTP4xx] + w.Counter[signal.HTTP5xx] + w.Counter[signal.RequestsAborted]
+		done := errs + w.Counter[signal.RequestsOK]
+		if done >= 10 && errs/done > k.ErrorRate {
+			return fmt.Sprintf("%.0f%% of the last window's requests failed (limit %.0f%%)", 100*errs/done, 100*k.ErrorRate)
+		}
+	}
+	return ""
+}
+
+func gaugeMean(ws []signal.Window, name string) float64 {
+	sum, n := 0.0, 0
+	for _, w := range ws {
+		if g, ok := w.Gauge[name]; ok && g.N > 0 {
+			sum += g.Mean * float64(g.N)
+			n += g.N
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // scrapeLoop samples the server on a grid of the scrape interval from the
@@ -333,13 +523,13 @@ func (r *Runner) awaitSample(ctx context.Context, t time.Duration) error {
 }
 
 // loadWindows counts, per judged window, the turns the lanes planned and what
-// became of them, from the records of step i's judged time.
-func (r *Runner) loadWindows(i int, windows []signal.Window) ([]verdict.LoadWindow, LoadSummary) {
+// became of them, from the records of a step's judged time.
+func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.LoadWindow, LoadSummary) {
 	out := make([]verdict.LoadWindow, len(windows))
 	var sum LoadSummary
 	var ttfts []float64
 	var planned, served, ideal float64
-	for _, rec := range r.Book.Step(i, load.PhaseMeasure) {
+	for _, rec := range records {
 		k := windowOf(windows, rec.Send)
 		if k < 0 {
 			continue
@@ -432,11 +622,9 @@ func crossChecks(ws []signal.Window, l LoadSummary) []string {
 	var http, finished, hits, queries float64
 	haveHTTP := false
 	for _, w := range ws {
-		for _, c := range []string{signal.HTTP2xx, signal.HTTP4xx, signal.HTTP5xx} {
-			if v, ok := w.Counter[c]; ok {
-				http += v
-				haveHTTP = true
-			}
+		if _, ok := w.Counter[signal.HTTP2xx]; ok {
+			haveHTTP = true
+			http += w.Counter[signal.HTTP2xx] + w.Counter[signal.HTTP4xx] + w.Counter[signal.HTTP5xx]
 		}
 		finished += w.Counter[signal.RequestsOK] + w.Counter[signal.RequestsAborted]
 		hits += w.Counter[signal.PrefixCacheHits]

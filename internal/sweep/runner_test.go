@@ -166,3 +166,49 @@ func TestRunnerFailsLoudlyWhenWarmupWouldEatTheStep(t *testing.T) {
 		t.Error("the load was not stopped after the warm-up failure")
 	}
 }
+
+func TestRunnerRepeatsTheStepsEitherSideOfTheCrossing(t *testing.T) {
+	r, _ := newRunner(t, []int{2, 4, 6, 8, 10}, 1.2)
+	r.Plan.Repeat = true
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2, 4, 6 (too close), 8 (fail), then 6 and 8 again
+	var sessions []int
+	for _, s := range res.Steps {
+		sessions = append(sessions, s.Sessions)
+	}
+	want := []int{2, 4, 6, 8, 6, 8}
+	if len(sessions) != len(want) {
+		t.Fatalf("steps ran at %v, want %v", sessions, want)
+	}
+	for k := range want {
+		if sessions[k] != want[k] {
+			t.Fatalf("steps ran at %v, want %v", sessions, want)
+		}
+	}
+	rep := res.Steps[4]
+	if rep.RepeatOf != res.Steps[2].Index || rep.Windows != 2*res.Steps[2].Windows {
+		t.Errorf("the repeat of 6 sessions: repeat_of %d, %d windows; want step %d and both runs' %d windows", rep.RepeatOf, rep.Windows, res.Steps[2].Index, 2*res.Steps[2].Windows)
+	}
+}
+
+func TestKillSwitchEndsAHopelessStep(t *testing.T) {
+	// 4 sessions at 5 s each: a 20 s P90 TTFT, past 3 x 5.3 s
+	r, _ := newRunner(t, []int{4, 8}, 5)
+	r.Plan.Kill = Kill{TTFTFactor: 3}
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Steps) != 1 || res.Steps[0].Killed == "" {
+		t.Fatalf("steps %+v: want one step ended by the kill switch", res.Steps)
+	}
+	if got := res.Steps[0].End - res.Steps[0].MeasureStart; got >= r.Plan.Step.Seconds() {
+		t.Errorf("the killed step ran its full %gs", got)
+	}
+	if res.Steps[0].Judged.Verdict == verdict.Pass {
+		t.Error("a killed step passed")
+	}
+}
