@@ -66,6 +66,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 		"warmup_s: 60", "warmup_s: 30",
 		"step_s: 480", "step_s: 90",
 		"target: 10", "target: 6",
+		"stress: 14", "stress: 12",
 		"synth_sessions: 200", "synth_sessions: 40",
 		"resamples: 1000", "resamples: 200",
 	).Replace(string(config.DefaultYAML()))
