@@ -125,7 +125,9 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 		if st.Verdict != worst {
 			t.Errorf("%d sessions: step verdict %s, worst part %s", st.Sessions, st.Verdict, worst)
 		}
-		if st.Load.Planned == 0 || st.Tokens.Prompt == 0 {
+		// a step may send no new turn when every lane waits on a long answer
+		// (and the kill switch may end it), but the server must have seen work
+		if st.Tokens.Prompt == 0 || (st.Verdict == verdict.Pass && st.Load.Planned == 0) {
 			t.Errorf("%d sessions: no load measured: %+v %+v", st.Sessions, st.Load, st.Tokens)
 		}
 	}

@@ -345,7 +345,7 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		if err := c.SleepUntil(ctx, t); err != nil {
 			return StepResult{}, err
 		}
-		if killed = r.kill(n, t); killed != "" {
+		if killed = r.kill(n, measureStart, t); killed != "" {
 			r.awaitSample(ctx, t)
 			measureEnd = t
 			r.logf("step %d: kill switch: %s", i+1, killed)
@@ -402,13 +402,19 @@ func (r *Runner) pool(step StepResult, before []StepResult) StepResult {
 	return step
 }
 
-// kill checks the kill switch on the latest window's worth of samples.
-func (r *Runner) kill(n int, now time.Duration) string {
+// kill checks the kill switch on the latest window of the judged time; it
+// waits for one whole window, so warm-up never trips it.
+func (r *Runner) kill(n int, from, now time.Duration) string {
 	k := r.Plan.Kill
 	r.mu.Lock()
-	samples := append([]signal.Sample(nil), r.samples...)
+	var samples []signal.Sample
+	for _, s := range r.samples {
+		if s.At >= from {
+			samples = append(samples, s)
+		}
+	}
 	r.mu.Unlock()
-	if len(samples) < 2 {
+	if len(samples) < 2 || now-from < r.Plan.Window {
 		return ""
 	}
 	if k.QueuePerSession > 0 && len(samples) >= 3 {
@@ -418,7 +424,7 @@ func (r *Runner) kill(n int, now time.Duration) string {
 			return fmt.Sprintf("%.0f requests waiting and growing (limit %.0f for %d sessions)", w, k.QueuePerSession*float64(n), n)
 		}
 	}
-	ws := signal.Windows(samples, max(0, now-r.Plan.Window), now, r.Plan.Window)
+	ws := signal.Windows(samples, now-r.Plan.Window, now, r.Plan.Window)
 	if len(ws) == 0 {
 		return ""
 	}
