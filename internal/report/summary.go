@@ -24,6 +24,8 @@ type Summary struct {
 	Bar        verdict.Bar          `json:"bar"`
 	Capacity   sweep.Capacity       `json:"capacity"`
 	Target     *sweep.TargetVerdict `json:"target,omitempty"`
+	Stress     *sweep.TargetVerdict `json:"stress,omitempty"`
+	Phases     []Phase              `json:"phases,omitempty"`
 	Cost       sweep.Cost           `json:"cost"`
 	Steps      []Step               `json:"steps"`
 	Missing    []string             `json:"missing_signals"`
@@ -37,6 +39,42 @@ type Summary struct {
 	// Calibration is how many tokens the server makes of one placeholder word.
 	Calibration *prompt.Calibration `json:"calibration,omitempty"`
 	Versions    map[string]string   `json:"versions"`
+	// Mix is the workload's share of each tier, when the run recorded it;
+	// compare reads it to tell light-only and heavy-only runs apart.
+	Mix *Mix `json:"mix,omitempty"`
+}
+
+// Mix is the share of each tier in a run's sessions.
+type Mix struct {
+	Heavy float64 `json:"heavy"`
+	Light float64 `json:"light"`
+}
+
+// Kind names the mix for comparisons: "light-only" when no session is heavy,
+// "heavy-only" when none is light, else "mix".
+func (m Mix) Kind() string {
+	switch {
+	case m.Heavy <= 0 && m.Light > 0:
+		return MixLightOnly
+	case m.Light <= 0 && m.Heavy > 0:
+		return MixHeavyOnly
+	}
+	return MixMixed
+}
+
+// The kinds of mix a comparison tells apart.
+const (
+	MixMixed     = "mix"
+	MixLightOnly = "light-only"
+	MixHeavyOnly = "heavy-only"
+)
+
+// Phase is one phase of a run and how it went.
+type Phase struct {
+	Name   string  `json:"name"`
+	Status string  `json:"status"` // ok, failed, skipped
+	TookS  float64 `json:"took_s"` // wall seconds
+	Detail string  `json:"detail,omitempty"`
 }
 
 // Recipe is the part of the recipe a reader of the summary needs.
@@ -62,6 +100,7 @@ type Step struct {
 	Warnings         []string          `json:"warnings,omitempty"`
 	Load             sweep.LoadSummary `json:"load"`
 	Tokens           sweep.Tokens      `json:"tokens"`
+	StartS           float64           `json:"start_s"` // modelled seconds since the run started; warm-up runs to MeasureStartS
 	MeasureStartS    float64           `json:"measure_start_s"`
 	EndS             float64           `json:"end_s"`
 	Windows          int               `json:"windows"`
@@ -72,7 +111,7 @@ func StepOf(s sweep.StepResult) Step {
 	out := Step{
 		Sessions: s.Sessions, Verdict: s.Judged.Verdict, Parts: s.Judged.Parts,
 		Missing: s.Judged.Missing, Warnings: s.Judged.Warnings, Load: s.Load, Tokens: s.Tokens,
-		MeasureStartS: s.MeasureStart, EndS: s.End, Windows: s.Windows,
+		StartS: s.Start, MeasureStartS: s.MeasureStart, EndS: s.End, Windows: s.Windows,
 	}
 	nan := stats.Summary{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
 	out.TTFTP90, out.InteractivityP90, out.ErrorRate = nan, nan, nan

@@ -1,0 +1,185 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// hbar is one recipe's bar in a comparison chart.
+type hbar struct {
+	label         string
+	center        float64
+	lo, hi        float64
+	atLeast, none bool
+	text          string // the value as printed at the bar's end
+}
+
+// hbarChart draws one horizontal bar per recipe with its 95% interval as a
+// whisker; a bar whose ceiling was not reached ends in an open arrow.
+func hbarChart(bars []hbar, xlabel, title string) string {
+	top := 0.0
+	for _, b := range bars {
+		if b.none {
+			continue
+		}
+		top = math.Max(top, b.center)
+		if !math.IsInf(b.hi, 0) && !math.IsNaN(b.hi) {
+			top = math.Max(top, b.hi)
+		}
+	}
+	top = niceCeil(math.Max(top*1.15, 1e-9), 6)
+	rowH := 46.0
+	p := &plot{w: chartW, l: 280, r: 40, t: 20, b: 64, x0: 0, x1: top, y0: 0, y1: 1}
+	p.h = p.t + p.b + rowH*float64(len(bars))
+	ticks := niceTicks(0, top, 6)
+	bottom := p.h - p.b
+	for _, x := range ticks {
+		xx := p.px(x)
+		p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`+"\n", xx, xx, p.t, bottom, colGrid)
+		p.text(xx, bottom+24, "middle", `font-size="15" fill="`+colInk+`"`, tickLabel(x))
+	}
+	p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n", p.l, p.w-p.r, bottom, bottom, colInk)
+	p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n", p.l, p.l, p.t, bottom, colInk)
+	p.text((p.l+p.w-p.r)/2, p.h-12, "middle", `font-size="16" font-weight="600" fill="`+colInk+`"`, xlabel)
+	for i, b := range bars {
+		cy := p.t + rowH*(float64(i)+0.5)
+		p.text(p.l-12, cy+5, "end", `font-size="15" font-weight="600" fill="`+colInk+`"`, b.label)
+		if b.none {
+			p.text(p.l+10, cy+5, "start", `font-size="15" fill="`+colMuted+`"`, "n/a: no capacity measured")
+			continue
+		}
+		x0, x1 := p.px(0), p.px(b.center)
+		p.add(`<rect class="cmp-bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", x0, cy-13, math.Max(x1-x0, 1), 26.0, colCurve)
+		end := x1
+		if b.atLeast {
+			p.add(`<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n", x1, cy-17, x1+16, cy, x1, cy+17, colCurve)
+			end = x1 + 16
+		} else if !math.IsNaN(b.lo) && !math.IsNaN(b.hi) {
+			lo, hi := p.px(b.lo), p.px(math.Min(b.hi, top))
+			p.add(`<path d="M%.1f %.1f H%.1f M%.1f %.1f V%.1f M%.1f %.1f V%.1f" stroke="%s" stroke-width="2" fill="none"/>`+"\n", lo, cy, hi, lo, cy-9, cy+9, hi, cy-9, cy+9, colInk)
+			end = math.Max(end, hi)
+		}
+		p.haloText(end+8, cy+5, "start", `font-size="15" font-weight="700" fill="`+colInk+`"`, b.text)
+	}
+	return p.svg(title)
+}
+
+// compareBars turns each recipe's main run into bars scaled by per, e.g.
+// per node or per dollar-hour.
+func compareBars(rows []comparedRecipe, per func(Summary) float64, digits int) []hbar {
+	var out []hbar
+	for _, r := range rows {
+		b := hbar{label: r.name}
+		s := r.main
+		if s == nil || (len(s.Steps) == 0 && s.Capacity.Sessions == 0) || per(*s) <= 0 {
+			b.none = true
+			out = append(out, b)
+			continue
+		}
+		k := per(*s)
+		c := s.Capacity
+		b.center, b.lo, b.hi = c.Sessions/k, c.Lo/k, c.Hi/k
+		f := func(v float64) string { return fmt.Sprintf("%.*f", digits, v) }
+		switch {
+		case c.AtLeast:
+			b.atLeast, b.text = true, "≥ "+f(b.center)
+		case c.BelowFirst:
+			b.center, b.text = 0, fmt.Sprintf("below the first step (%d sessions)", firstStep(*s))
+			b.lo, b.hi = math.NaN(), math.NaN()
+		default:
+			hi := f(b.hi)
+			if c.HiOpen {
+				hi = "≥" + hi
+			}
+			b.text = fmt.Sprintf("%s (%s–%s)", f(b.center), f(b.lo), hi)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func compareHTML(rows []comparedRecipe) []byte {
+	t := buildTable(rows)
+	var b strings.Builder
+	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
+	b.WriteString("<title>headroom: recipes compared</title>\n<style>" + pageCSS + "</style>\n</head>\n<body>\n<main>\n")
+	b.WriteString("<h1>headroom: recipes compared</h1>\n")
+	fmt.Fprintf(&b, "<p class=\"sub\">%d recipe(s). Every number comes from the server's own metrics, judged the same way for each recipe.</p>\n", len(rows))
+	b.WriteString(`<table id="comparison"><thead><tr>`)
+	for i, h := range t.head {
+		cls := ""
+		if i == 0 || i == 3 {
+			cls = ` class="l"`
+		}
+		fmt.Fprintf(&b, "<th%s>%s</th>", cls, esc(h))
+	}
+	b.WriteString("</tr></thead><tbody>\n")
+	for i, r := range t.rows {
+		style := ""
+		if i == t.best {
+			style = ` style="background:#dafbe1"`
+		}
+		fmt.Fprintf(&b, "<tr%s>", style)
+		for j, c := range r {
+			cell := esc(c)
+			if j == 4 {
+				cell = targetBadge(c)
+			}
+			cls := ""
+			if j == 0 || j == 3 {
+				cls = ` class="l"`
+			}
+			fmt.Fprintf(&b, "<td%s>%s</td>", cls, cell)
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</tbody></table>\n<ul class=\"plain note\">\n")
+	for _, n := range t.notes {
+		fmt.Fprintf(&b, "<li>%s</li>\n", codeSpans(esc(n)))
+	}
+	b.WriteString("</ul>\n")
+
+	perNode := compareBars(rows, func(s Summary) float64 { return float64(s.Recipe.Nodes) }, 1)
+	perDollar := compareBars(rows, func(s Summary) float64 { return s.Cost.USDPerHour / 100 }, 1)
+	b.WriteString(`<figure id="chart-per-node">` + "\n<h3>Concurrent sessions at the bar per node</h3>\n")
+	b.WriteString(hbarChart(perNode, "concurrent sessions at the bar per node", "Concurrent sessions at the bar per node"))
+	b.WriteString("<figcaption>Capacity divided by the recipe's nodes; the whisker is the 95% interval; an arrow means every step passed and the ceiling is higher.</figcaption>\n</figure>\n")
+	b.WriteString(`<figure id="chart-per-dollar">` + "\n<h3>Concurrent sessions at the bar per $100 an hour</h3>\n")
+	b.WriteString(hbarChart(perDollar, "concurrent sessions at the bar per $100 of GPU time an hour", "Concurrent sessions at the bar per $100 an hour"))
+	b.WriteString("<figcaption>Capacity divided by the recipe's hourly price, in hundreds of dollars: higher is more users for the money. It is 100 / ($ per session-hour).</figcaption>\n</figure>\n")
+	b.WriteString("<footer>Written by headroom compare. This page loads nothing from the network and runs no script.</footer>\n</main>\n</body>\n</html>\n")
+	return []byte(b.String())
+}
+
+// targetBadge renders the target column's mark as a badge.
+func targetBadge(c string) string {
+	switch {
+	case strings.HasPrefix(c, "✓"):
+		return `<span class="badge v-pass">` + esc(c) + " held</span>"
+	case strings.HasPrefix(c, "✗"):
+		return `<span class="badge v-fail">` + esc(c) + " missed</span>"
+	case strings.HasPrefix(c, "too close"):
+		return `<span class="badge v-too_close">≈ ` + esc(c) + "</span>"
+	case strings.HasPrefix(c, "no data"):
+		return `<span class="badge v-no_data">? ` + esc(c) + "</span>"
+	}
+	return esc(c)
+}
+
+// codeSpans turns `x` in escaped text into <code>x</code>.
+func codeSpans(s string) string {
+	parts := strings.Split(s, "`")
+	var b strings.Builder
+	for i, p := range parts {
+		if i%2 == 1 && i < len(parts)-1 {
+			b.WriteString("<code>" + p + "</code>")
+			continue
+		}
+		if i%2 == 1 {
+			b.WriteString("`")
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
