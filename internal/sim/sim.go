@@ -288,8 +288,8 @@ func (s *Sim) submit(r *request) error {
 	if !s.engineUp.Load() {
 		return errEngineDown
 	}
-	r.arrival = s.clock.Now()
 	s.mu.Lock()
+	r.arrival = s.clock.Now() // under the lock, so the queue is in arrival order
 	s.incoming = append(s.incoming, r)
 	s.mu.Unlock()
 	s.poke()
