@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,7 +78,9 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	if err := run(ctx, []string{"run", "-f", f, "--json", "--output", filepath.Join(dir, "runs")}, &stdout, &stderr); err != nil {
+	err := run(ctx, []string{"run", "-f", f, "--json", "--output", filepath.Join(dir, "runs")}, &stdout, &stderr)
+	var ee exitError
+	if err != nil && !(errors.As(err, &ee) && (ee.code == 2 || ee.code == 3)) {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
 	}
 	var sum report.Summary
@@ -147,6 +150,24 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	md, _ := os.ReadFile(filepath.Join(sum.RunDir, "report.md"))
 	if !strings.Contains(string(md), "| sessions | verdict |") {
 		t.Errorf("report.md has no step table:\n%s", md)
+	}
+	// the exit code follows the target's verdict
+	wantCode := map[verdict.Verdict]int{verdict.Pass: 0, verdict.Fail: 2, verdict.TooClose: 3, verdict.NoData: 3}[sum.Target.Verdict]
+	if gotCode := 0; err != nil {
+		gotCode = ee.code
+		if gotCode != wantCode {
+			t.Errorf("exit code %d for target verdict %s, want %d", gotCode, sum.Target.Verdict, wantCode)
+		}
+	} else if wantCode != 0 {
+		t.Errorf("exit code 0 for target verdict %s, want %d", sum.Target.Verdict, wantCode)
+	}
+	for _, name := range []string{"report.html", "report.json", "junit.xml"} {
+		if _, err := os.Stat(filepath.Join(sum.RunDir, name)); err != nil {
+			t.Errorf("run directory lacks %s: %v", name, err)
+		}
+	}
+	if len(sum.Phases) != 6 || sum.Phases[0].Name != "pre-flight" || sum.Phases[0].Status != "ok" {
+		t.Errorf("phases = %+v, want pre-flight ok and all six phases listed", sum.Phases)
 	}
 	if !sum.PostFlight.Idle {
 		t.Errorf("the engine was not idle after the run: %+v", sum.PostFlight)

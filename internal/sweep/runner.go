@@ -272,7 +272,7 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		res.StopReason += "; the steps either side were repeated"
 	}
-	res.Capacity = CapacityOf(points(res.Steps))
+	res.Capacity = CapacityOf(Points(res.Steps))
 	res.PostFlight = r.postFlight(ctx)
 	r.mu.Lock()
 	res.Warnings = append(res.Warnings, r.warnings...)
@@ -286,10 +286,10 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	return res, runErr
 }
 
-// points are the steps capacity is computed from: for each number of
+// Points are the steps capacity is computed from: for each number of
 // sessions, its latest judgement (a repeat's pooled verdict replaces the
 // first run's).
-func points(steps []StepResult) []Point {
+func Points(steps []StepResult) []Point {
 	latest := map[int]int{}
 	var order []int
 	for k, s := range steps {
@@ -390,16 +390,25 @@ func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.
 // repeats, together.
 func (r *Runner) pool(step StepResult, before []StepResult) StepResult {
 	for _, b := range before {
-		if b.Index != step.RepeatOf || b.judgedWindows == nil {
-			continue
+		if b.Index == step.RepeatOf {
+			return Pool(r.Plan, b, step)
 		}
-		ws := append(append([]signal.Window(nil), b.judgedWindows...), step.judgedWindows...)
-		ls := append(append([]verdict.LoadWindow(nil), b.judgedLoads...), step.judgedLoads...)
-		step.Judged = verdict.Judge(r.Plan.Bar, ws, ls, r.Plan.Options)
-		step.Judged.Warnings = append(step.Judged.Warnings, fmt.Sprintf("judged on this run and step %d's together (%d windows)", b.Index+1, len(ws)))
-		step.Windows = len(ws)
 	}
 	return step
+}
+
+// Pool judges a repeat on both runs' windows together. Both must come from
+// JudgeStep in this process (they carry the windows they were judged on).
+func Pool(p Plan, first, again StepResult) StepResult {
+	if first.judgedWindows == nil {
+		return again
+	}
+	ws := append(append([]signal.Window(nil), first.judgedWindows...), again.judgedWindows...)
+	ls := append(append([]verdict.LoadWindow(nil), first.judgedLoads...), again.judgedLoads...)
+	again.Judged = verdict.Judge(p.Bar, ws, ls, p.Options)
+	again.Judged.Warnings = append(again.Judged.Warnings, fmt.Sprintf("judged on this run and step %d's together (%d windows)", first.Index+1, len(ws)))
+	again.Windows = len(ws)
+	return again
 }
 
 // kill checks the kill switch on the latest window of the judged time; it

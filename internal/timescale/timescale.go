@@ -27,6 +27,17 @@ func New(scale float64) (*Clock, error) {
 	return &Clock{scale: scale, start: time.Now()}, nil
 }
 
+// NewAt returns a clock started now that reads at modelled time at: a
+// resumed run continues the timeline of the run it resumes.
+func NewAt(scale float64, at time.Duration) (*Clock, error) {
+	c, err := New(scale)
+	if err != nil {
+		return nil, err
+	}
+	c.start = c.start.Add(-c.Real(at))
+	return c, nil
+}
+
 // Scale is how many modelled seconds pass per wall-clock second.
 func (c *Clock) Scale() float64 { return c.scale }
 

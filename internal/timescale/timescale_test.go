@@ -50,3 +50,19 @@ func TestNewRejectsBadScale(t *testing.T) {
 		}
 	}
 }
+
+func TestNewAtContinuesATimeline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, err := NewAt(10, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Now(); got != time.Hour {
+			t.Errorf("a clock made at 1h reads %v", got)
+		}
+		c.Sleep(context.Background(), time.Minute)
+		if got := c.Now(); got != time.Hour+time.Minute {
+			t.Errorf("after a modelled minute it reads %v, want 1h1m", got)
+		}
+	})
+}

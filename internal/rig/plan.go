@@ -1,0 +1,215 @@
+package rig
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/signal"
+)
+
+// Plan is the dry plan of a run: what it will do and how long it will take,
+// without sending load.
+type Plan struct {
+	Recipe      string       `json:"recipe"`
+	Phases      []PlanPhase  `json:"phases"`
+	Steps       []PlanStep   `json:"steps"`
+	Signals     []PlanSignal `json:"signals"`
+	Minutes     float64      `json:"minutes"`      // modelled minutes, worst case
+	GPUs        int          `json:"gpus"`         // nodes x GPUs per node
+	GPUMinutes  float64      `json:"gpu_minutes"`  // minutes x GPUs
+	WindowMin   float64      `json:"window_min"`   // the GPU window the recipe gets
+	Fits        bool         `json:"fits"`         // minutes <= window
+	WallMinutes float64      `json:"wall_minutes"` // minutes / time scale
+	Notes       []string     `json:"notes,omitempty"`
+}
+
+// PlanPhase is one phase's worst-case duration.
+type PlanPhase struct {
+	Name    string  `json:"name"`
+	Minutes float64 `json:"minutes"`
+	What    string  `json:"what"`
+}
+
+// PlanStep is one step of the ladder.
+type PlanStep struct {
+	Sessions int     `json:"sessions"`
+	WarmupS  float64 `json:"warmup_s"`
+	StepS    float64 `json:"step_s"`
+	Requests int     `json:"requests_expected"`
+	Role     string  `json:"role,omitempty"` // target, stress
+}
+
+// PlanSignal is a signal the bar needs and where it will come from.
+type PlanSignal struct {
+	Signal  string   `json:"signal"`
+	Part    string   `json:"part"`
+	Sources []string `json:"sources"`
+}
+
+// Pre-flight and rollback have no load to size them by: these are the
+// planning allowances, from the reference report's ~2 minutes of pre-flight.
+const (
+	preflightMin = 2.0
+	rollbackMin  = 5.0
+)
+
+// MakePlan works out the dry plan of a run file.
+func MakePlan(cfg config.Run) (Plan, error) {
+	sessions, err := BuildSessions(cfg.Workload)
+	if err != nil {
+		return Plan{}, err
+	}
+	turnS := meanTurnSeconds(cfg, sessions)
+	p := Plan{Recipe: cfg.Recipe.Name, GPUs: cfg.Recipe.Nodes * cfg.Recipe.GPUsPerNode, WindowMin: cfg.Sweep.GPUWindowMin}
+	sw := cfg.Sweep
+	stepMin := (sw.WarmupS + sw.StepS) / 60
+	for _, n := range sw.Ladder {
+		st := PlanStep{Sessions: n, WarmupS: sw.WarmupS, StepS: sw.StepS, Requests: int(math.Round(float64(n) * sw.StepS / turnS))}
+		switch n {
+		case sw.Target:
+			st.Role = "target"
+		case sw.Stress:
+			st.Role = "stress"
+		}
+		p.Steps = append(p.Steps, st)
+	}
+	sweepMin := stepMin * float64(len(sw.Ladder))
+	what := fmt.Sprintf("%d steps of %.0fs warm-up + %.0fs judged, stopping at the first that fails", len(sw.Ladder), sw.WarmupS, sw.StepS)
+	if sw.RepeatCrossing() && len(sw.Ladder) > 1 {
+		sweepMin += 2 * stepMin
+		what += ", then the 2 steps either side of the crossing again"
+	}
+	rollback := 0.0
+	if cfg.Recipe.Endpoint != config.SimEndpoint {
+		rollback = rollbackMin
+	}
+	p.Phases = []PlanPhase{
+		{Name: PhasePreflight, Minutes: preflightMin, What: "endpoint, model, recipe live, every bar signal reported, engine idle, token calibration"},
+		{Name: PhaseEvals, Minutes: 0, What: "no eval suites configured"},
+		{Name: PhaseSweep, Minutes: sweepMin, What: what},
+		{Name: PhaseCapacity, Minutes: 0, What: "computed from the judged steps"},
+		{Name: PhasePostflight, Minutes: sw.DrainS / 60, What: fmt.Sprintf("wait up to %.0fs for nothing running or waiting", sw.DrainS)},
+		{Name: PhaseRollback, Minutes: rollback, What: "deploy: none (the endpoint is already serving)"},
+	}
+	for _, ph := range p.Phases {
+		p.Minutes += ph.Minutes
+	}
+	p.GPUMinutes = p.Minutes * float64(p.GPUs)
+	p.WallMinutes = p.Minutes / cfg.TimeScale
+	p.Fits = p.Minutes <= cfg.Sweep.GPUWindowMin
+	if !p.Fits {
+		p.Notes = append(p.Notes, fmt.Sprintf("the worst case takes %.0f minutes, more than the %.0f-minute window: shorten steps or the ladder, or ask for a longer window", p.Minutes, cfg.Sweep.GPUWindowMin))
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("requests expected assume %.0fs per turn (recorded think time, capped as configured, plus the traces' own API time); a slower recipe gets fewer, since the replay is closed-loop", turnS))
+
+	mapping, err := Mapping(cfg.Recipe)
+	if err != nil {
+		return Plan{}, err
+	}
+	targets := cfg.Recipe.Metrics
+	if cfg.Recipe.Endpoint == config.SimEndpoint {
+		targets = []string{"the built-in simulator's /metrics"}
+	}
+	parts := map[string]string{
+		signal.TTFT: "ttft", signal.TPOT: "interactivity", signal.ITL: "interactivity (fallback)",
+		signal.HTTP4xx: "errors", signal.HTTP5xx: "errors", signal.RequestsAborted: "errors",
+		signal.Running: "post-flight, kill switch", signal.Waiting: "post-flight, kill switch", signal.KVCacheUsage: "KV-full stop",
+	}
+	names := make([]string, 0, len(parts))
+	for n := range parts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ps := PlanSignal{Signal: name, Part: parts[name]}
+		for _, rule := range mapping {
+			if rule.Common == name {
+				ps.Sources = append(ps.Sources, rule.Metric+matchText(rule.Match))
+			}
+		}
+		if len(ps.Sources) == 0 {
+			ps.Sources = []string{"MISSING: the mapping has no rule for it"}
+		} else {
+			ps.Sources[len(ps.Sources)-1] += " from " + strings.Join(targets, ", ")
+		}
+		p.Signals = append(p.Signals, ps)
+	}
+	return p, nil
+}
+
+func matchText(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	var kv []string
+	for k, v := range m {
+		kv = append(kv, fmt.Sprintf("%s=~%q", k, v))
+	}
+	sort.Strings(kv)
+	return "{" + strings.Join(kv, ",") + "}"
+}
+
+// meanTurnSeconds estimates one turn's length in modelled seconds from the
+// traces: think time as the run will apply it, plus the recorded API time.
+func meanTurnSeconds(cfg config.Run, sessions map[string][]load.Session) float64 {
+	sum, n := 0.0, 0
+	for _, ss := range sessions {
+		for _, s := range ss {
+			for _, t := range s.Turns {
+				think := t.ThinkTime
+				switch cfg.Workload.ThinkTime {
+				case "none":
+					think = 0
+				case "capped":
+					think = math.Min(think, cfg.Workload.ThinkTimeCapS)
+				}
+				api := t.APITime
+				if api <= 0 {
+					api = 10 // no API time recorded: a typical agent turn
+				}
+				sum += think + api
+				n++
+			}
+		}
+	}
+	if n == 0 {
+		return 30
+	}
+	return sum / float64(n)
+}
+
+// WriteText prints the plan for people.
+func (p Plan) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "plan for recipe %s (no load is sent)\n\nphases:\n", p.Recipe)
+	for _, ph := range p.Phases {
+		fmt.Fprintf(&b, "  %-12s %6.1f min  %s\n", ph.Name, ph.Minutes, ph.What)
+	}
+	b.WriteString("\nsteps:\n  sessions  warm-up  judged  requests expected\n")
+	for _, s := range p.Steps {
+		fmt.Fprintf(&b, "  %8d  %6.0fs  %5.0fs  %17d  %s\n", s.Sessions, s.WarmupS, s.StepS, s.Requests, s.Role)
+	}
+	b.WriteString("\nsignals the bar and the stops need, and where they come from:\n")
+	for _, s := range p.Signals {
+		fmt.Fprintf(&b, "  %-22s %-26s %s\n", s.Signal, s.Part, strings.Join(s.Sources, "; "))
+	}
+	verdict := "fits"
+	if !p.Fits {
+		verdict = "DOES NOT FIT"
+	}
+	fmt.Fprintf(&b, "\nworst case: %.0f minutes x %d GPUs = %.0f GPU-minutes against a %.0f-minute window: %s", p.Minutes, p.GPUs, p.GPUMinutes, p.WindowMin, verdict)
+	if p.WallMinutes != p.Minutes {
+		fmt.Fprintf(&b, " (%.1f minutes of wall time on the scaled clock)", p.WallMinutes)
+	}
+	b.WriteString("\n")
+	for _, n := range p.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}

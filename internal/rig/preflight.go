@@ -1,0 +1,131 @@
+package rig
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/timescale"
+)
+
+// barSignals are the signals the bar needs; the alternatives in a group
+// stand in for each other (interactivity falls back to inter-token latency).
+var barSignals = [][]string{
+	{signal.TTFT},
+	{signal.TPOT, signal.ITL},
+	{signal.HTTP4xx, signal.RequestsAborted},
+}
+
+// preflight checks, before any load: the endpoint answers, lists the model,
+// the right recipe is live where the server says so, every signal the bar
+// needs is reported, and the engine is idle.
+func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *signal.Scraper, clock *timescale.Clock) (string, error) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var models struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	if err := getJSON(ctx, hc, endpoint+"/v1/models", &models); err != nil {
+		return "", fmt.Errorf("the endpoint does not answer: %w (is it up? is recipe.endpoint right?)", err)
+	}
+	var ids []string
+	maxLen := 0
+	found := false
+	for _, m := range models.Data {
+		ids = append(ids, m.ID)
+		if m.ID == cfg.Recipe.Model {
+			found, maxLen = true, m.MaxModelLen
+		}
+	}
+	if !found {
+		return "", fmt.Errorf("the endpoint does not serve model %q (it lists: %s): the wrong recipe is live, or fix recipe.model", cfg.Recipe.Model, strings.Join(ids, ", "))
+	}
+	var notes []string
+	if want := cfg.Recipe.MaxModelLen; want > 0 {
+		switch {
+		case maxLen == 0:
+			notes = append(notes, "the server does not report max_model_len; the context length was not checked")
+		case maxLen != want:
+			return "", fmt.Errorf("the live recipe serves a context of %d tokens, the recipe says %d: the wrong recipe is live", maxLen, want)
+		}
+	}
+	if want := cfg.Recipe.EngineVersion; want != "" {
+		var v struct {
+			Version string `json:"version"`
+		}
+		switch err := getJSON(ctx, hc, endpoint+"/version", &v); {
+		case err != nil:
+			notes = append(notes, "the server does not report its version; the engine version was not checked")
+		case v.Version != want:
+			return "", fmt.Errorf("the live engine is version %q, the recipe says %q: the wrong recipe is live", v.Version, want)
+		}
+	}
+	s, err := scraper.Scrape(ctx, clock.Now())
+	if err != nil {
+		return "", fmt.Errorf("metrics: %w", err)
+	}
+	if len(s.Errors) > 0 {
+		return "", fmt.Errorf("metrics: some targets did not answer: %s", strings.Join(s.Errors, "; "))
+	}
+	var missing []string
+	for _, group := range barSignals {
+		ok := false
+		for _, name := range group {
+			if _, h := s.Hist[name]; h {
+				ok = true
+			}
+			if _, c := s.Counter[name]; c {
+				ok = true
+			}
+		}
+		if !ok {
+			missing = append(missing, strings.Join(group, " or "))
+		}
+	}
+	if len(missing) > 0 {
+		return "", fmt.Errorf("the bar needs signals the server does not report: %s (check recipe.metrics and recipe.mapping)", strings.Join(missing, ", "))
+	}
+	running, okR := s.Gauge[signal.Running]
+	waiting, okW := s.Gauge[signal.Waiting]
+	switch {
+	case !okR || !okW:
+		notes = append(notes, "the server reports no running/waiting gauges; idleness was not checked")
+	case running+waiting > 0:
+		return "", fmt.Errorf("the engine is not idle (%g running, %g waiting): someone else is using it, or a previous run left work behind", running, waiting)
+	}
+	detail := fmt.Sprintf("%s serves %s", endpoint, cfg.Recipe.Model)
+	if maxLen > 0 {
+		detail += fmt.Sprintf(" with a %d-token context", maxLen)
+	}
+	detail += "; every signal the bar needs is reported; the engine is idle"
+	for _, n := range notes {
+		detail += "; " + n
+	}
+	return detail, nil
+}
+
+func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered HTTP %d", url, resp.StatusCode)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	return nil
+}

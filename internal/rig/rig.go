@@ -1,0 +1,390 @@
+// Package rig runs one recipe run through its phases: pre-flight, mini
+// evals, sweep, capacity, post-flight and rollback, writing the run directory
+// as it goes. It also re-judges and resumes saved runs.
+package rig
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/prompt"
+	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/sim"
+	"github.com/headroom-bench/headroom/internal/sweep"
+	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/trace"
+	"github.com/headroom-bench/headroom/internal/verdict"
+	"sigs.k8s.io/yaml"
+)
+
+// Options configure one run.
+type Options struct {
+	Config config.Run
+	// Progress receives a line per event for people watching; nil is quiet.
+	Progress io.Writer
+	// Resume continues the run in this directory after its last finished step.
+	Resume *report.Dir
+	// Version is headroom's version, written into the summary.
+	Version string
+}
+
+// Phase names, in the order they run.
+const (
+	PhasePreflight  = "pre-flight"
+	PhaseEvals      = "mini evals"
+	PhaseSweep      = "sweep"
+	PhaseCapacity   = "capacity"
+	PhasePostflight = "post-flight"
+	PhaseRollback   = "rollback"
+)
+
+// PhaseError is a phase that failed and ended the run.
+type PhaseError struct {
+	Phase string
+	Err   error
+}
+
+func (e *PhaseError) Error() string { return e.Phase + ": " + e.Err.Error() }
+func (e *PhaseError) Unwrap() error { return e.Err }
+
+// Run carries out one recipe run. It always returns the summary of what was
+// done, written to the run directory, even when it also returns an error.
+func Run(ctx context.Context, o Options) (report.Summary, error) {
+	r := &run{o: o, cfg: o.Config, progress: o.Progress, started: time.Now()}
+	if r.progress == nil {
+		r.progress = io.Discard
+	}
+	sum, err := r.do(ctx)
+	return sum, err
+}
+
+type run struct {
+	o        Options
+	cfg      config.Run
+	progress io.Writer
+	started  time.Time
+	phases   []report.Phase
+	dir      *report.Dir
+}
+
+func (r *run) logf(format string, args ...any) { fmt.Fprintf(r.progress, format+"\n", args...) }
+
+// phase runs f as a named phase and records how it went.
+func (r *run) phase(name string, f func() (string, error)) error {
+	start := time.Now()
+	detail, err := f()
+	p := report.Phase{Name: name, Status: "ok", TookS: time.Since(start).Seconds(), Detail: detail}
+	if err != nil {
+		p.Status, p.Detail = "failed", err.Error()
+	}
+	r.phases = append(r.phases, p)
+	if err != nil {
+		r.logf("%s: FAILED: %v", name, err)
+		return &PhaseError{Phase: name, Err: err}
+	}
+	if detail != "" {
+		r.logf("%s: %s", name, detail)
+	}
+	return nil
+}
+
+func (r *run) skip(name, why string) {
+	r.phases = append(r.phases, report.Phase{Name: name, Status: "skipped", Detail: why})
+}
+
+func (r *run) do(ctx context.Context) (report.Summary, error) {
+	cfg := r.cfg
+	var previous []sweep.StepResult
+	offset := time.Duration(0)
+	if r.o.Resume != nil {
+		r.dir = r.o.Resume
+		saved, err := ReadRun(r.dir)
+		if err != nil {
+			return report.Summary{}, err
+		}
+		cfg, previous = saved.Config, saved.Steps
+		r.cfg = cfg
+		if len(previous) > 0 {
+			offset = time.Duration(previous[len(previous)-1].End*float64(time.Second)) + time.Minute
+		}
+		r.logf("resuming %s after %d finished steps", r.dir.Path(), len(previous))
+	}
+	clock, err := timescale.NewAt(cfg.TimeScale, offset)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	endpoint, metrics := cfg.Recipe.Endpoint, cfg.Recipe.Metrics
+	if endpoint == config.SimEndpoint {
+		s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: cfg.TimeScale, Seed: cfg.Workload.Seed})
+		if err != nil {
+			return report.Summary{}, err
+		}
+		url, err := s.Start("127.0.0.1:0")
+		if err != nil {
+			return report.Summary{}, fmt.Errorf("start the simulated gateway: %w", err)
+		}
+		defer s.Close()
+		endpoint, metrics = url, []string{url + "/metrics"}
+		r.logf("simulated gateway at %s (time scale %g)", url, cfg.TimeScale)
+	}
+	sessions, err := BuildSessions(cfg.Workload)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	if r.dir == nil {
+		if r.dir, err = report.NewDir(cfg.Output, cfg.Recipe.Name, r.started); err != nil {
+			return report.Summary{}, err
+		}
+		resolved, _ := yaml.Marshal(cfg)
+		if err := r.dir.WriteFile("config.yaml", resolved); err != nil {
+			return report.Summary{}, err
+		}
+	}
+	r.logf("run directory %s", r.dir.Path())
+	files, err := openFiles(r.dir)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	defer files.close()
+
+	mapping, err := Mapping(cfg.Recipe)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	scraper := &signal.Scraper{Targets: metrics, Mapping: mapping, Client: &http.Client{Timeout: 10 * time.Second}}
+	client := load.NewClient(endpoint, cfg.Recipe.Model)
+	defer client.Close()
+
+	var cal prompt.Calibration
+	perr := r.phase(PhasePreflight, func() (string, error) {
+		detail, err := preflight(ctx, cfg, endpoint, scraper, clock)
+		if err != nil {
+			return "", err
+		}
+		// Placeholder words are not tokens for a real tokenizer: measure how
+		// many tokens the server makes of one word, so served prompts hit
+		// the planned length.
+		cal, err = prompt.Calibrate(prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize}, load.NewTokenizer(endpoint, cfg.Recipe.Model).Func(ctx))
+		if err != nil {
+			return "", fmt.Errorf("token calibration: %w", err)
+		}
+		if cal.Estimated {
+			detail += fmt.Sprintf("; no /tokenize: prompts assume %.2f tokens per placeholder word (an estimate)", cal.TokensPerWord)
+		} else {
+			detail += fmt.Sprintf("; %.3f tokens per placeholder word, measured on /tokenize", cal.TokensPerWord)
+		}
+		return detail, nil
+	})
+	if perr != nil {
+		r.skip(PhaseEvals, "pre-flight failed")
+		r.skip(PhaseSweep, "pre-flight failed")
+		r.skip(PhaseCapacity, "pre-flight failed")
+		r.skip(PhasePostflight, "no load was sent")
+		r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
+		sum := r.summary(sweep.Result{StopReason: perr.Error()}, &cal)
+		r.write(&sum)
+		return sum, perr
+	}
+	r.skip(PhaseEvals, "no eval suites configured")
+
+	book := sweep.NewBook(func(rec load.Record) { files.records.Write(rec) })
+	gen := load.NewGenerator(load.Options{
+		Client: client, Clock: clock, Tiers: sessions,
+		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
+		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord},
+		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
+		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
+		Seed: cfg.Workload.Seed, Sink: book.Add,
+	})
+	plan := SweepPlan(cfg)
+	plan.Previous = previous
+	plan.FirstIndex = len(previous)
+	plan.Ladder = remaining(cfg.Sweep.Ladder, previous)
+	runner := &sweep.Runner{
+		Plan: plan, Clock: clock, Load: gen, Source: scraper, Book: book, Progress: r.progress,
+		OnSample: func(s signal.Sample) { files.samples.Write(s) },
+		OnStep: func(s sweep.StepResult) {
+			files.steps.Write(s)
+			files.flush() // a killed run keeps every finished step
+		},
+	}
+	var res sweep.Result
+	var runErr error
+	start := time.Now()
+	res, runErr = runner.Run(ctx)
+	r.phases = append(r.phases, report.Phase{Name: PhaseSweep, Status: statusOf(runErr), TookS: time.Since(start).Seconds(), Detail: res.StopReason})
+	r.phases = append(r.phases, report.Phase{Name: PhaseCapacity, Status: "ok", Detail: res.Capacity.String()})
+	pf := report.Phase{Name: PhasePostflight, Status: "ok", Detail: fmt.Sprintf("engine idle after %.0fs", res.PostFlight.WaitedS)}
+	if !res.PostFlight.Idle {
+		pf.Status, pf.Detail = "failed", res.PostFlight.Detail
+	}
+	r.phases = append(r.phases, pf)
+	r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
+	sum := r.summary(res, &cal)
+	if err := r.write(&sum); err != nil {
+		return sum, err
+	}
+	if runErr != nil {
+		if errors.Is(runErr, context.Canceled) {
+			return sum, fmt.Errorf("interrupted: what finished is in %s", r.dir.Path())
+		}
+		return sum, &PhaseError{Phase: PhaseSweep, Err: runErr}
+	}
+	return sum, nil
+}
+
+func statusOf(err error) string {
+	if err != nil {
+		return "failed"
+	}
+	return "ok"
+}
+
+// remaining is the ladder left after the steps already judged.
+func remaining(ladder []int, done []sweep.StepResult) []int {
+	if len(done) == 0 {
+		return ladder
+	}
+	last := done[len(done)-1]
+	if v := last.Judged.Verdict; v == verdict.Fail || v == verdict.NoData {
+		return nil
+	}
+	var out []int
+	for _, n := range ladder {
+		if n > last.Sessions {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// SweepPlan turns the run file's sweep into the sweep's plan.
+func SweepPlan(cfg config.Run) sweep.Plan {
+	opts := verdict.DefaultOptions()
+	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
+	return sweep.Plan{
+		Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
+		Window: seconds(cfg.Sweep.WindowS), Scrape: seconds(cfg.Sweep.ScrapeS), Drain: seconds(cfg.Sweep.DrainS),
+		Bar:     BarOf(cfg.Bar),
+		Options: opts,
+		Repeat:  cfg.Sweep.RepeatCrossing(),
+		Kill:    sweep.Kill(cfg.Sweep.Kill),
+		KVFull:  cfg.Sweep.KVFull,
+	}
+}
+
+// BarOf converts the run file's bar.
+func BarOf(b config.Bar) verdict.Bar {
+	return verdict.Bar{TTFTP90: b.TTFTP90S, InteractivityP90: b.InteractivityP90TPS, ErrorRate: b.ErrorRate}
+}
+
+// Mapping resolves the recipe's metric mapping and mapping file.
+func Mapping(rc config.Recipe) (signal.Mapping, error) {
+	m, err := signal.MappingByName(rc.Mapping)
+	if err != nil {
+		return nil, fmt.Errorf("recipe.mapping: %w", err)
+	}
+	if rc.MappingFile != "" {
+		if m, err = signal.LoadMapping(rc.MappingFile, m); err != nil {
+			return nil, fmt.Errorf("recipe.mapping_file: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// BuildSessions loads or synthesises traces and splits them into tiers.
+func BuildSessions(w config.Workload) (map[string][]load.Session, error) {
+	var traces []trace.Trace
+	if w.Traces == "synth" {
+		traces = trace.Synthesize(trace.SynthOptions{Sessions: w.SynthSessions, Seed: w.Seed, HeavyShare: 0.5})
+	} else {
+		var err error
+		if traces, err = trace.ReadPath(w.Traces); err != nil {
+			return nil, err
+		}
+	}
+	if len(traces) < 4 {
+		return nil, fmt.Errorf("workload.traces: %d traces; at least 4 are needed to cut heavy and light quarters", len(traces))
+	}
+	heavy, light := trace.Tiers(traces)
+	out := map[string][]load.Session{}
+	for tier, ts := range map[string][]trace.Trace{"heavy": heavy, "light": light} {
+		for _, t := range ts {
+			out[tier] = append(out[tier], load.Session{ID: t.ID, Tier: tier, Turns: t.Turns()})
+		}
+	}
+	return out, nil
+}
+
+// summary assembles what the run found.
+func (r *run) summary(res sweep.Result, cal *prompt.Calibration) report.Summary {
+	cfg := r.cfg
+	sum := Summarize(cfg, res)
+	sum.RunDir = r.dir.Path()
+	sum.Started = r.started.UTC().Format(time.RFC3339)
+	sum.WallS = time.Since(r.started).Seconds()
+	sum.Calibration = cal
+	sum.Versions = map[string]string{"headroom": r.o.Version, "go": runtime.Version(),
+		"records": fmt.Sprint(load.RecordVersion), "summary": fmt.Sprint(report.SummaryVersion)}
+	sum.Phases = r.phases
+	return sum
+}
+
+// Summarize builds the summary of a sweep result under a run file; it is
+// shared by live runs and re-judging.
+func Summarize(cfg config.Run, res sweep.Result) report.Summary {
+	sum := report.Summary{
+		Version: report.SummaryVersion,
+		Recipe: report.Recipe{Name: cfg.Recipe.Name, Engine: cfg.Recipe.Engine, Nodes: cfg.Recipe.Nodes,
+			GPUsPerNode: cfg.Recipe.GPUsPerNode, USDPerGPUHour: cfg.Recipe.USDPerGPUHour,
+			Endpoint: cfg.Recipe.Endpoint, Model: cfg.Recipe.Model},
+		Bar:        BarOf(cfg.Bar),
+		Capacity:   res.Capacity,
+		StopReason: res.StopReason,
+		PostFlight: res.PostFlight,
+		TimeScale:  cfg.TimeScale,
+		Mix:        &report.Mix{Heavy: cfg.Workload.Mix.Heavy, Light: cfg.Workload.Mix.Light},
+	}
+	var lastPass *sweep.StepResult
+	for i, s := range res.Steps {
+		sum.Steps = append(sum.Steps, report.StepOf(s))
+		if s.Judged.Verdict == verdict.Pass {
+			lastPass = &res.Steps[i]
+		}
+	}
+	var tokens sweep.Tokens
+	fromStep := 0
+	if lastPass != nil {
+		tokens, fromStep = lastPass.Tokens, lastPass.Sessions
+	}
+	sum.Cost = sweep.CostOf(cfg.Recipe.Nodes, cfg.Recipe.GPUsPerNode, cfg.Recipe.USDPerGPUHour, res.Capacity, tokens, fromStep)
+	if cfg.Sweep.Target > 0 {
+		t := res.Capacity.Target(cfg.Sweep.Target)
+		sum.Target = &t
+	}
+	if cfg.Sweep.Stress > 0 {
+		t := res.Capacity.Target(cfg.Sweep.Stress)
+		sum.Stress = &t
+	}
+	sum.Collect(res.Warnings)
+	return sum
+}
+
+// write saves summary.json and report.md.
+func (r *run) write(sum *report.Summary) error {
+	sum.WallS = time.Since(r.started).Seconds()
+	if err := r.dir.WriteJSON("summary.json", sum); err != nil {
+		return err
+	}
+	return r.dir.WriteFile("report.md", report.Markdown(*sum))
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
