@@ -50,6 +50,9 @@ Everything is written to runs/<recipe>/<timestamp>/ as the run goes: the
 resolved config, records.jsonl (one line per request), metrics.jsonl (every
 scrape), steps.jsonl, summary.json, report.md, report.html, report.json and
 junit.xml. A killed run loses at most the step in flight; --resume continues it.
+On SIGINT or SIGTERM the run stops issuing turns, cancels what is in flight,
+runs post-flight and rollback, writes the partial report and exits with the
+code of what it measured.
 
 ` + exitCodesHelp,
 		Example: `  headroom run
@@ -101,6 +104,12 @@ junit.xml. A killed run loses at most the step in flight; --resume continues it.
 				if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
 					err = perr
 				}
+			}
+			var intr *rig.Interrupted
+			if errors.As(err, &intr) {
+				// an interrupted run exits with the code of what it measured
+				fmt.Fprintln(stderr, "headroom:", err)
+				err = nil
 			}
 			if err != nil {
 				return err

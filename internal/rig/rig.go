@@ -46,6 +46,14 @@ const (
 	PhaseRollback   = "rollback"
 )
 
+// Interrupted is returned when the run was stopped by a signal: the load was
+// cancelled, post-flight and rollback ran, and the partial summary was written.
+type Interrupted struct{ Dir string }
+
+func (e *Interrupted) Error() string {
+	return "interrupted: post-flight ran and the partial report is in " + e.Dir
+}
+
 // PhaseError is a phase that failed and ended the run.
 type PhaseError struct {
 	Phase string
@@ -234,7 +242,7 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 	}
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
-			return sum, fmt.Errorf("interrupted: what finished is in %s", r.dir.Path())
+			return sum, &Interrupted{Dir: r.dir.Path()}
 		}
 		return sum, &PhaseError{Phase: PhaseSweep, Err: runErr}
 	}

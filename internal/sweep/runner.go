@@ -684,7 +684,11 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 	c := r.Clock
 	r.Load.SetTag(load.Tag{Step: len(r.Plan.Ladder), Phase: load.PhaseDrain})
 	start := c.Now()
-	r.Load.Stop(c.Real(r.Plan.Drain))
+	grace := c.Real(r.Plan.Drain)
+	if ctx.Err() != nil {
+		grace = 0 // interrupted: cancel what is in flight now
+	}
+	r.Load.Stop(grace)
 	pf := PostFlight{}
 	// a fresh context: post-flight runs even when the sweep was interrupted
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Real(r.Plan.Drain)+time.Second)
