@@ -120,7 +120,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 			case "ttft":
 				checkVerdict(t, st.Sessions, p, v.Hi <= bar.TTFTP90, v.Lo > bar.TTFTP90)
 			case "interactivity":
-				checkVerdict(t, st.Sessions, p, v.Lo >= bar.InteractivityP90, v.Hi <= bar.InteractivityP90)
+				checkVerdict(t, st.Sessions, p, v.Lo >= bar.InteractivityP90, v.Hi < bar.InteractivityP90)
 			case "errors":
 				checkVerdict(t, st.Sessions, p, v.Hi < bar.ErrorRate, v.Lo >= bar.ErrorRate)
 			}
@@ -172,6 +172,84 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	if !sum.PostFlight.Idle {
 		t.Errorf("the engine was not idle after the run: %+v", sum.PostFlight)
 	}
+	checkJudge(t, sum)
+	checkResume(t, sum)
+}
+
+// checkJudge re-judges the saved run: under the run's own bar it must agree
+// with the live verdicts; under a bar nobody meets, nothing passes.
+func checkJudge(t *testing.T, live report.Summary) {
+	t.Helper()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"judge", "--json", live.RunDir}, &out, &out)
+	var ee exitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("judge: %v", err)
+	}
+	var again report.Summary
+	if err := json.Unmarshal(out.Bytes(), &again); err != nil {
+		t.Fatalf("judge --json: %v\n%s", err, out.String())
+	}
+	if len(again.Steps) != len(live.Steps) {
+		t.Fatalf("judge found %d steps, the run %d", len(again.Steps), len(live.Steps))
+	}
+	for i := range live.Steps {
+		if again.Steps[i].Verdict != live.Steps[i].Verdict || again.Steps[i].TTFTP90.Center != live.Steps[i].TTFTP90.Center {
+			t.Errorf("step %d re-judged %s (P90 TTFT %g), live %s (%g)", i, again.Steps[i].Verdict, again.Steps[i].TTFTP90.Center, live.Steps[i].Verdict, live.Steps[i].TTFTP90.Center)
+		}
+	}
+	out.Reset()
+	_ = run(context.Background(), []string{"judge", "--json", "--ttft-p90", "0.001", live.RunDir}, &out, &out)
+	if err := json.Unmarshal(out.Bytes(), &again); err != nil {
+		t.Fatalf("judge --json under a strict bar: %v", err)
+	}
+	for _, st := range again.Steps {
+		if st.Verdict == verdict.Pass {
+			t.Errorf("%d sessions pass a 1 ms TTFT bar", st.Sessions)
+		}
+	}
+}
+
+// checkResume cuts the run back to its first step, as if it had been killed
+// during the second, and resumes it: the rest of the ladder runs again.
+func checkResume(t *testing.T, live report.Summary) {
+	t.Helper()
+	steps, err := os.ReadFile(filepath.Join(live.RunDir, "steps.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.SplitAfter(string(steps), "\n")[0]
+	if err := os.WriteFile(filepath.Join(live.RunDir, "steps.jsonl"), []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(live.RunDir, "summary.json"))
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"run", "--json", "--resume", live.RunDir}, &out, &errOut)
+	var ee exitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("resume: %v\n%s", err, errOut.String())
+	}
+	var resumed report.Summary
+	if err := json.Unmarshal(out.Bytes(), &resumed); err != nil {
+		t.Fatalf("resume --json: %v\n%s", err, out.String())
+	}
+	if len(resumed.Steps) < 2 || resumed.Steps[0].Sessions != live.Steps[0].Sessions || resumed.Steps[1].Sessions != live.Steps[1].Sessions {
+		t.Errorf("resumed run has steps %v, want the first step kept and the ladder continued", sessionsOf(resumed.Steps))
+	}
+	if resumed.Steps[1].MeasureStartS <= resumed.Steps[0].EndS {
+		t.Errorf("the resumed step starts at %gs, before the saved step ended (%gs)", resumed.Steps[1].MeasureStartS, resumed.Steps[0].EndS)
+	}
+	if resumed.RunDir != live.RunDir {
+		t.Errorf("resume wrote to %s, not %s", resumed.RunDir, live.RunDir)
+	}
+}
+
+func sessionsOf(steps []report.Step) []int {
+	var out []int
+	for _, s := range steps {
+		out = append(out, s.Sessions)
+	}
+	return out
 }
 
 func checkVerdict(t *testing.T, n int, p verdict.Part, pass, fail bool) {

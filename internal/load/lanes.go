@@ -48,6 +48,9 @@ type Options struct {
 	Seed         uint64
 	// Sink receives every record; it is called from many goroutines.
 	Sink func(Record)
+	// OnSend, if set, receives each request as it goes out (no outcome yet),
+	// so a step can count what it sent before the answers are in.
+	OnSend func(Record)
 }
 
 // TierShare is one tier's share of the lanes.
@@ -455,19 +458,22 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	}
 	raise(&l.peak, l.inFlight.Add(1))
 	sent := time.Now()
+	rec := Record{
+		V: RecordVersion, Step: tag.Step, Sessions: tag.Sessions, Phase: phase,
+		Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent,
+		PlannedPromptTokens: t.In, IdealCachedTokens: ideal, MaxTokens: maxTokens, Send: c.At(sent).Seconds(),
+	}
+	if g.o.OnSend != nil {
+		g.o.OnSend(rec)
+	}
 	res := g.o.Client.Stream(g.ctx, *bp, maxTokens, c.Real(timeout))
 	l.inFlight.Add(-1)
 	if tierFlight != nil {
 		tierFlight.Add(-1)
 	}
 	g.inFlight.Add(-1)
-	rec := Record{
-		V: RecordVersion, Step: tag.Step, Sessions: tag.Sessions, Phase: phase,
-		Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent,
-		PlannedPromptTokens: t.In, ServedPromptTokens: res.PromptTokens, CachedTokens: res.Cached,
-		IdealCachedTokens: ideal, MaxTokens: maxTokens, OutputTokens: res.OutputTokens,
-		Send: c.At(sent).Seconds(), Status: res.Status, Error: res.Error, Detail: res.Detail,
-	}
+	rec.ServedPromptTokens, rec.CachedTokens, rec.OutputTokens = res.PromptTokens, res.Cached, res.OutputTokens
+	rec.Status, rec.Error, rec.Detail = res.Status, res.Error, res.Detail
 	if !res.First.IsZero() {
 		rec.FirstToken = c.At(res.First).Seconds()
 		rec.LastToken = c.At(res.Last).Seconds()

@@ -64,6 +64,10 @@ type Record struct {
 	Status     int     `json:"status"` // HTTP status; 0 when none came back
 	Error      string  `json:"error,omitempty"`
 	Detail     string  `json:"detail,omitempty"`
+
+	// Pending marks a request that went out and has no outcome yet; it is
+	// never written to records.jsonl.
+	Pending bool `json:"-"`
 }
 
 // Failed reports whether the request counts as an error.

@@ -210,7 +210,7 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord},
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
 		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
-		Seed: cfg.Workload.Seed, Sink: book.Add,
+		Seed: cfg.Workload.Seed, Sink: book.Add, OnSend: book.Sent,
 	})
 	plan := SweepPlan(cfg)
 	plan.Previous = previous

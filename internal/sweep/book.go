@@ -10,9 +10,33 @@ import (
 // Book keeps every record of the run in memory, in arrival order, so each
 // step can be judged from its own records. It is the load generator's sink.
 type Book struct {
-	mu   sync.Mutex
-	recs []load.Record
-	next func(load.Record)
+	mu      sync.Mutex
+	recs    []load.Record
+	pending map[pendingKey]load.Record
+	next    func(load.Record)
+}
+
+// pendingKey names one request in flight.
+type pendingKey struct {
+	lane, play, turn int
+	agent            string
+	send             float64
+}
+
+func keyOf(r load.Record) pendingKey {
+	return pendingKey{lane: r.Lane, play: r.Play, turn: r.Turn, agent: r.Agent, send: r.Send}
+}
+
+// Sent is the load generator's OnSend: a request went out and its outcome is
+// not in yet. It counts as sent in its step until its record arrives.
+func (b *Book) Sent(r load.Record) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.pending == nil {
+		b.pending = map[pendingKey]load.Record{}
+	}
+	r.Pending = true
+	b.pending[keyOf(r)] = r
 }
 
 // NewBook returns a book that also passes each record to next (may be nil),
@@ -22,6 +46,7 @@ func NewBook(next func(load.Record)) *Book { return &Book{next: next} }
 // Add is the load generator's sink.
 func (b *Book) Add(r load.Record) {
 	b.mu.Lock()
+	delete(b.pending, keyOf(r))
 	b.recs = append(b.recs, r)
 	if b.next != nil {
 		b.next(r)
@@ -29,12 +54,18 @@ func (b *Book) Add(r load.Record) {
 	b.mu.Unlock()
 }
 
-// Step returns the records of step i sent in phase.
+// Step returns the records of step i sent in phase, with the requests still
+// in flight marked Pending.
 func (b *Book) Step(i int, phase string) []load.Record {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []load.Record
 	for _, r := range b.recs {
+		if r.Step == i && r.Phase == phase {
+			out = append(out, r)
+		}
+	}
+	for _, r := range b.pending {
 		if r.Step == i && r.Phase == phase {
 			out = append(out, r)
 		}

@@ -562,7 +562,7 @@ func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.Load
 		if rec.Failed() && rec.Error != load.ErrUnsent {
 			w.ClientErrors++
 		}
-		if !rec.Failed() {
+		if !rec.Failed() && !rec.Pending {
 			if t := rec.TTFT(); t > 0 {
 				ttfts = append(ttfts, t)
 			}
