@@ -27,6 +27,7 @@ type Run struct {
 	Bar      Bar      `json:"bar"`
 	Workload Workload `json:"workload"`
 	Sweep    Sweep    `json:"sweep"`
+	Evals    Evals    `json:"evals"`
 	// TimeScale runs the clock this many times faster than modelled time. Only the
 	// built-in simulator can follow a scaled clock, so it must be 1 elsewhere.
 	TimeScale float64 `json:"time_scale"`
@@ -128,6 +129,28 @@ type Sweep struct {
 	BootstrapBlock int `json:"bootstrap_block"`
 }
 
+// Evals are the mini evals: before the sweep as a smoke test, and during it
+// as a share of each step's requests.
+type Evals struct {
+	// Suites names built-in suites: tool_calling, long_context_readback.
+	Suites []string `json:"suites"`
+	// Custom lists JSONL files of custom cases.
+	Custom []string `json:"custom,omitempty"`
+	// Threshold is the pass rate a suite must not be confidently below.
+	Threshold float64 `json:"threshold"`
+	// ContextLen is how deep read-back plants its fact, in tokens; default
+	// recipe.max_model_len, else 131072.
+	ContextLen int `json:"context_len,omitempty"`
+	// UnderLoadShare is the share of each step's requests sent as tool-call
+	// eval requests; 0 turns evals under load off.
+	UnderLoadShare float64 `json:"under_load_share"`
+	// ToolCallMaxShare is the bar part for evals under load: the share of tool
+	// calls that may fail their schema.
+	ToolCallMaxShare float64 `json:"tool_call_max_share"`
+	// TimeoutS is each eval request's deadline, in modelled seconds.
+	TimeoutS float64 `json:"timeout_s"`
+}
+
 // Kill is the kill switch's limits; 0 turns a limit off.
 type Kill struct {
 	QueuePerSession float64 `json:"queue_per_session"`
@@ -211,6 +234,22 @@ func (r *Run) fillDefaults() {
 	}
 	if w.RequestTimeoutS == 0 {
 		w.RequestTimeoutS = 600
+	}
+	e := &r.Evals
+	if e.Threshold == 0 {
+		e.Threshold = 0.9
+	}
+	if e.ContextLen == 0 {
+		e.ContextLen = r.Recipe.MaxModelLen
+		if e.ContextLen == 0 {
+			e.ContextLen = 131072
+		}
+	}
+	if e.ToolCallMaxShare == 0 {
+		e.ToolCallMaxShare = 0.02
+	}
+	if e.TimeoutS == 0 {
+		e.TimeoutS = 300
 	}
 	s := &r.Sweep
 	if w.PrimeTimeoutS == 0 {
@@ -344,6 +383,32 @@ func (r Run) Validate() error {
 	}
 	if w.PrimeTimeoutS < 0 {
 		bad("workload.prime_timeout_s", "must be > 0, got %g", w.PrimeTimeoutS)
+	}
+	e := r.Evals
+	for i, name := range e.Suites {
+		if name != "tool_calling" && name != "long_context_readback" {
+			bad(fmt.Sprintf("evals.suites[%d]", i), "unknown suite %q (built in: tool_calling, long_context_readback)", name)
+		}
+	}
+	for i, f := range e.Custom {
+		if _, err := os.Stat(f); err != nil {
+			bad(fmt.Sprintf("evals.custom[%d]", i), "%v", err)
+		}
+	}
+	if e.Threshold <= 0 || e.Threshold >= 1 {
+		bad("evals.threshold", "must be a pass rate in (0, 1), got %g", e.Threshold)
+	}
+	if e.ContextLen < 0 {
+		bad("evals.context_len", "must be >= 0 tokens, got %d", e.ContextLen)
+	}
+	if e.UnderLoadShare < 0 || e.UnderLoadShare > 0.5 {
+		bad("evals.under_load_share", "must be a share in [0, 0.5], got %g", e.UnderLoadShare)
+	}
+	if e.ToolCallMaxShare <= 0 || e.ToolCallMaxShare >= 1 {
+		bad("evals.tool_call_max_share", "must be a share in (0, 1), got %g", e.ToolCallMaxShare)
+	}
+	if e.TimeoutS <= 0 {
+		bad("evals.timeout_s", "must be > 0: every eval request carries a deadline, got %g", e.TimeoutS)
 	}
 	s := r.Sweep
 	if len(s.Ladder) == 0 {

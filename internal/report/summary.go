@@ -166,6 +166,12 @@ func WriteText(w io.Writer, s Summary) error {
 	b.WriteString("\n")
 	writeStepTable(&b, s.Steps, false)
 	b.WriteString("\n")
+	for _, p := range s.Phases {
+		fmt.Fprintf(&b, "phase %-12s %-8s %s\n", p.Name, p.Status, p.Detail)
+	}
+	if len(s.Phases) > 0 {
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "capacity: %s\n", s.Capacity)
 	fmt.Fprintf(&b, "cost: %s\n", costLine(s.Cost))
 	if s.Target != nil {

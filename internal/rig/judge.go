@@ -61,6 +61,13 @@ func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 				}
 			}
 		}
+		// parts measured outside the server's metrics (evals under load)
+		// cannot be re-derived: keep them as they were judged
+		for _, part := range st.Judged.Parts {
+			if part.Name != verdict.PartTTFT && part.Name != verdict.PartInteractivity && part.Name != verdict.PartErrors {
+				j.Judged = sweep.WithParts(j.Judged, part)
+			}
+		}
 		res.Steps = append(res.Steps, j)
 	}
 	res.Capacity = sweep.CapacityOf(sweep.Points(res.Steps))

@@ -201,23 +201,59 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 		r.write(&sum)
 		return sum, perr
 	}
-	r.skip(PhaseEvals, "no eval suites configured")
+	if len(cfg.Evals.Suites)+len(cfg.Evals.Custom) == 0 {
+		r.skip(PhaseEvals, "no eval suites configured")
+	} else {
+		eerr := r.phase(PhaseEvals, func() (string, error) {
+			rep, err := RunEvals(ctx, cfg, endpoint, clock)
+			if err != nil {
+				return "", err
+			}
+			if werr := r.dir.WriteJSON("evals.json", rep); werr != nil {
+				return "", werr
+			}
+			if rep.Blocked() {
+				return "", fmt.Errorf("a suite failed with confidence, which blocks the recipe: %s", evalDetail(rep))
+			}
+			return evalDetail(rep), nil
+		})
+		if eerr != nil {
+			for _, name := range []string{PhaseSweep, PhaseCapacity} {
+				r.skip(name, "mini evals failed")
+			}
+			r.skip(PhasePostflight, "no load was sent")
+			r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
+			sum := r.summary(sweep.Result{StopReason: eerr.Error()}, &cal)
+			r.write(&sum)
+			return sum, eerr
+		}
+	}
+	under, err := newUnderLoad(cfg, endpoint, clock)
+	if err != nil {
+		return report.Summary{}, err
+	}
 
 	book := sweep.NewBook(func(rec load.Record) { files.records.Write(rec) })
+	onSend := book.Sent
+	var extra func(int) []verdict.Part
+	if under != nil {
+		onSend = func(rec load.Record) { book.Sent(rec); under.sent(rec) }
+		extra = under.part
+	}
 	gen := load.NewGenerator(load.Options{
 		Client: client, Clock: clock, Tiers: sessions,
 		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
 		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord},
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
 		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
-		Seed: cfg.Workload.Seed, Sink: book.Add, OnSend: book.Sent,
+		Seed: cfg.Workload.Seed, Sink: book.Add, OnSend: onSend,
 	})
 	plan := SweepPlan(cfg)
 	plan.Previous = previous
 	plan.FirstIndex = len(previous)
 	plan.Ladder = remaining(cfg.Sweep.Ladder, previous)
 	runner := &sweep.Runner{
-		Plan: plan, Clock: clock, Load: gen, Source: scraper, Book: book, Progress: r.progress,
+		Plan: plan, Clock: clock, Load: gen, Source: scraper, Book: book, Progress: r.progress, Extra: extra,
 		OnSample: func(s signal.Sample) { files.samples.Write(s) },
 		OnStep: func(s sweep.StepResult) {
 			files.steps.Write(s)
@@ -228,6 +264,12 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 	var runErr error
 	start := time.Now()
 	res, runErr = runner.Run(ctx)
+	if under != nil {
+		under.stop(clock.Real(seconds(cfg.Evals.TimeoutS)))
+		if werr := r.dir.WriteJSON("evals_under_load.json", under.tally.Steps()); werr != nil {
+			res.Warnings = append(res.Warnings, "could not save evals_under_load.json: "+werr.Error())
+		}
+	}
 	r.phases = append(r.phases, report.Phase{Name: PhaseSweep, Status: statusOf(runErr), TookS: time.Since(start).Seconds(), Detail: res.StopReason})
 	r.phases = append(r.phases, report.Phase{Name: PhaseCapacity, Status: "ok", Detail: res.Capacity.String()})
 	pf := report.Phase{Name: PhasePostflight, Status: "ok", Detail: fmt.Sprintf("engine idle after %.0fs", res.PostFlight.WaitedS)}

@@ -86,6 +86,9 @@ type Runner struct {
 	OnStep   func(StepResult)
 	// Progress receives one line per event for people watching; may be nil.
 	Progress io.Writer
+	// Extra returns bar parts measured outside the server's metrics for a
+	// step (e.g. tool calls under load); they join the step's verdict.
+	Extra func(index int) []verdict.Part
 
 	mu       sync.Mutex
 	samples  []signal.Sample
@@ -231,6 +234,9 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		if repeatOf >= 0 {
 			step = r.pool(step, res.Steps)
+		}
+		if r.Extra != nil {
+			step.Judged = WithParts(step.Judged, r.Extra(step.Index)...)
 		}
 		res.Steps = append(res.Steps, step)
 		if r.OnStep != nil {
@@ -395,6 +401,20 @@ func (r *Runner) pool(step StepResult, before []StepResult) StepResult {
 		}
 	}
 	return step
+}
+
+// WithParts adds bar parts to a judged step; the step's verdict becomes the
+// worst of all its parts.
+func WithParts(st verdict.Step, parts ...verdict.Part) verdict.Step {
+	for _, p := range parts {
+		st.Parts = append(st.Parts, p)
+		st.Verdict = verdict.Worse(st.Verdict, p.Verdict)
+		st.Missing = append(st.Missing, p.Missing...)
+		for _, w := range p.Value.Warnings {
+			st.Warnings = append(st.Warnings, p.Name+": "+w)
+		}
+	}
+	return st
 }
 
 // Pool judges a repeat on both runs' windows together. Both must come from

@@ -1,0 +1,134 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/eval"
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// Suites builds the eval suites the run file asks for.
+func Suites(e config.Evals) ([]eval.Suite, error) {
+	var out []eval.Suite
+	for _, name := range e.Suites {
+		switch name {
+		case "tool_calling":
+			out = append(out, eval.ToolSuite{})
+		case "long_context_readback":
+			out = append(out, eval.ReadBackSuite{ContextLen: e.ContextLen})
+		}
+	}
+	for _, f := range e.Custom {
+		s, err := eval.LoadCustom(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// RunEvals runs the suites one request at a time, the smoke test before
+// any load. Deadlines are in modelled time on clock.
+func RunEvals(ctx context.Context, cfg config.Run, endpoint string, clock *timescale.Clock) (eval.Report, error) {
+	suites, err := Suites(cfg.Evals)
+	if err != nil {
+		return eval.Report{}, err
+	}
+	client := eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS))})
+	defer client.Close()
+	return eval.Run(ctx, client, suites, eval.Options{Concurrency: 1, Seed: cfg.Workload.Seed, Threshold: cfg.Evals.Threshold}), nil
+}
+
+// underLoad sends a share of each step's requests as tool-call evals, beside
+// the lanes' turns (so sessions keep their prefix cache), and tallies the
+// calls that do not match their schema per step.
+type underLoad struct {
+	mixer    *eval.Mixer
+	tally    *eval.Tally
+	client   *eval.Client
+	maxShare float64
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	mu      sync.Mutex
+	perStep map[int]int // eval requests sent per step
+}
+
+// minPerStep eval requests go out at the start of every step's judged time,
+// whatever the share, so no step is left without a tool-call measurement.
+const minPerStep = 3
+
+func newUnderLoad(cfg config.Run, endpoint string, clock *timescale.Clock) (*underLoad, error) {
+	if cfg.Evals.UnderLoadShare <= 0 {
+		return nil, nil
+	}
+	m, err := eval.NewMixer(cfg.Evals.UnderLoadShare, cfg.Workload.Seed, eval.ToolSuite{})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &underLoad{
+		mixer: m, tally: eval.NewTally(), maxShare: cfg.Evals.ToolCallMaxShare, ctx: ctx, cancel: cancel, perStep: map[int]int{},
+		client: eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS))}),
+	}, nil
+}
+
+// sent is called as each lane request goes out; some of them bring an eval
+// request along.
+func (u *underLoad) sent(rec load.Record) {
+	if rec.Phase != load.PhaseMeasure {
+		return
+	}
+	u.mu.Lock()
+	forced := u.perStep[rec.Step] < minPerStep
+	u.mu.Unlock()
+	if !forced && !u.mixer.Take() {
+		return
+	}
+	u.mu.Lock()
+	u.perStep[rec.Step]++
+	u.mu.Unlock()
+	c := u.mixer.Next()
+	u.wg.Add(1)
+	go func() {
+		defer u.wg.Done()
+		res := eval.RunCase(u.ctx, u.client, c)
+		if res.Class != eval.ClassAborted {
+			u.tally.Add(rec.Step, res)
+		}
+	}()
+}
+
+// part is step i's bar part for tool calls under load.
+func (u *underLoad) part(i int) []verdict.Part {
+	return []verdict.Part{u.tally.Step(i).Part(u.maxShare, 0.95)}
+}
+
+// stop cancels eval requests still in flight (after grace) and waits for them.
+func (u *underLoad) stop(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { u.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+	}
+	u.cancel()
+	<-done
+	u.client.Close()
+}
+
+func evalDetail(r eval.Report) string {
+	out := fmt.Sprintf("%s:", r.Verdict)
+	for _, s := range r.Suites {
+		out += fmt.Sprintf(" %s %d/%d (%s)", s.Suite, s.Passed, s.Cases, s.Verdict)
+	}
+	return out
+}
