@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -71,6 +74,21 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 		"synth_sessions: 200", "synth_sessions: 40",
 		"resamples: 1000", "resamples: 200",
 	).Replace(string(config.DefaultYAML()))
+	// a loopback webhook receiver: the run posts each phase and step to it
+	var hookMu sync.Mutex
+	var hook []string
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			Text  string `json:"text"`
+			Event string `json:"event"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		hookMu.Lock()
+		hook = append(hook, m.Event+": "+m.Text)
+		hookMu.Unlock()
+	}))
+	defer receiver.Close()
+	cfg += "notify:\n  webhook: " + receiver.URL + "\n"
 	f := filepath.Join(dir, "short.yaml")
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -171,6 +189,14 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	}
 	if !sum.PostFlight.Idle {
 		t.Errorf("the engine was not idle after the run: %+v", sum.PostFlight)
+	}
+	hookMu.Lock()
+	posted := strings.Join(hook, "\n")
+	hookMu.Unlock()
+	for _, want := range []string{"phase: sim-recipe-0: pre-flight ok", "step: sim-recipe-0: step 1, 2 sessions", "done: sim-recipe-0: capacity"} {
+		if !strings.Contains(posted, want) {
+			t.Errorf("the webhook never got %q; it got:\n%s", want, posted)
+		}
 	}
 	checkJudge(t, sum)
 	checkResume(t, sum)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/rig"
 	"github.com/spf13/cobra"
@@ -80,7 +82,7 @@ code of what it measured.
 				_, err = stdout.Write(b)
 				return err
 			}
-			opts := rig.Options{Config: cfg, Progress: stderr, Version: version}
+			opts := rig.Options{Config: cfg, Progress: stderr, Version: version, Live: live.IsTerminal(stderr, os.Getenv)}
 			if quiet {
 				opts.Progress = nil
 			}

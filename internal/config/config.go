@@ -28,6 +28,7 @@ type Run struct {
 	Workload Workload `json:"workload"`
 	Sweep    Sweep    `json:"sweep"`
 	Evals    Evals    `json:"evals"`
+	Notify   Notify   `json:"notify,omitempty"`
 	// TimeScale runs the clock this many times faster than modelled time. Only the
 	// built-in simulator can follow a scaled clock, so it must be 1 elsewhere.
 	TimeScale float64 `json:"time_scale"`
@@ -127,6 +128,12 @@ type Sweep struct {
 	// (moving-block bootstrap) instead of single windows, for windows that
 	// are not independent; 1 is the plain bootstrap.
 	BootstrapBlock int `json:"bootstrap_block"`
+}
+
+// Notify says where a run posts each phase's and step's numbers as they come.
+type Notify struct {
+	// Webhook is a Slack-compatible incoming-webhook URL.
+	Webhook string `json:"webhook,omitempty"`
 }
 
 // Evals are the mini evals: before the sweep as a smoke test, and during it
@@ -383,6 +390,11 @@ func (r Run) Validate() error {
 	}
 	if w.PrimeTimeoutS < 0 {
 		bad("workload.prime_timeout_s", "must be > 0, got %g", w.PrimeTimeoutS)
+	}
+	if r.Notify.Webhook != "" {
+		if err := checkURL(r.Notify.Webhook); err != nil {
+			bad("notify.webhook", "%v", err)
+		}
 	}
 	e := r.Evals
 	for i, name := range e.Suites {

@@ -10,9 +10,11 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/prompt"
 	"github.com/headroom-bench/headroom/internal/report"
@@ -34,6 +36,8 @@ type Options struct {
 	Resume *report.Dir
 	// Version is headroom's version, written into the summary.
 	Version string
+	// Live redraws a status line on Progress, which must be a terminal.
+	Live bool
 }
 
 // Phase names, in the order they run.
@@ -76,6 +80,9 @@ func Run(ctx context.Context, o Options) (report.Summary, error) {
 
 type run struct {
 	o        Options
+	notify   *notifier
+	statusMu sync.Mutex
+	status   func() live.Status
 	cfg      config.Run
 	progress io.Writer
 	started  time.Time
@@ -85,15 +92,29 @@ type run struct {
 
 func (r *run) logf(format string, args ...any) { fmt.Fprintf(r.progress, format+"\n", args...) }
 
+func (r *run) setStatus(f func() live.Status) {
+	r.statusMu.Lock()
+	r.status = f
+	r.statusMu.Unlock()
+}
+
+func (r *run) currentStatus() live.Status {
+	r.statusMu.Lock()
+	f := r.status
+	r.statusMu.Unlock()
+	return f()
+}
+
 // phase runs f as a named phase and records how it went.
 func (r *run) phase(name string, f func() (string, error)) error {
+	r.setStatus(func() live.Status { return live.Status{Phase: name} })
 	start := time.Now()
 	detail, err := f()
 	p := report.Phase{Name: name, Status: "ok", TookS: time.Since(start).Seconds(), Detail: detail}
 	if err != nil {
 		p.Status, p.Detail = "failed", err.Error()
 	}
-	r.phases = append(r.phases, p)
+	r.addPhase(p)
 	if err != nil {
 		r.logf("%s: FAILED: %v", name, err)
 		return &PhaseError{Phase: name, Err: err}
@@ -105,10 +126,25 @@ func (r *run) phase(name string, f func() (string, error)) error {
 }
 
 func (r *run) skip(name, why string) {
-	r.phases = append(r.phases, report.Phase{Name: name, Status: "skipped", Detail: why})
+	r.addPhase(report.Phase{Name: name, Status: "skipped", Detail: why})
+}
+
+// addPhase records a phase and tells the webhook.
+func (r *run) addPhase(p report.Phase) {
+	r.phases = append(r.phases, p)
+	r.notify.post(live.Message{Text: fmt.Sprintf("%s: %s %s: %s", r.cfg.Recipe.Name, p.Name, p.Status, p.Detail), Event: "phase",
+		Fields: map[string]any{"recipe": r.cfg.Recipe.Name, "phase": p.Name, "status": p.Status, "detail": p.Detail, "took_s": p.TookS}})
 }
 
 func (r *run) do(ctx context.Context) (report.Summary, error) {
+	r.notify = newNotifier(r.cfg.Notify.Webhook)
+	defer r.notify.close()
+	r.setStatus(func() live.Status { return live.Status{Phase: PhasePreflight} })
+	if r.o.Live && r.o.Progress != nil {
+		view := live.StartView(r.o.Progress, time.Second, r.currentStatus)
+		defer view.Stop()
+		r.progress = view.Writer()
+	}
 	cfg := r.cfg
 	var previous []sweep.StepResult
 	offset := time.Duration(0)
@@ -258,8 +294,20 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 		OnStep: func(s sweep.StepResult) {
 			files.steps.Write(s)
 			files.flush() // a killed run keeps every finished step
+			r.notify.post(stepMessage(cfg.Recipe.Name, s))
 		},
 	}
+	windowEnd := clock.Now() + time.Duration(cfg.Sweep.GPUWindowMin*float64(time.Minute))
+	r.setStatus(func() live.Status {
+		cur := runner.Current()
+		st := live.Status{Phase: PhaseSweep, Step: cur.Step, Steps: len(cfg.Sweep.Ladder), Sessions: cur.Sessions,
+			InFlight: gen.InFlight(), WindowLeft: windowEnd - clock.Now()}
+		if cur.Step > 0 {
+			st.StepLeft = max(0, cur.MeasureEnd-clock.Now())
+		}
+		st.TTFTP90, st.InteractivityP90 = lastWindowP90s(runner.Samples(), runner.Plan.Window)
+		return st
+	})
 	var res sweep.Result
 	var runErr error
 	start := time.Now()
@@ -270,18 +318,20 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 			res.Warnings = append(res.Warnings, "could not save evals_under_load.json: "+werr.Error())
 		}
 	}
-	r.phases = append(r.phases, report.Phase{Name: PhaseSweep, Status: statusOf(runErr), TookS: time.Since(start).Seconds(), Detail: res.StopReason})
-	r.phases = append(r.phases, report.Phase{Name: PhaseCapacity, Status: "ok", Detail: res.Capacity.String()})
+	r.addPhase(report.Phase{Name: PhaseSweep, Status: statusOf(runErr), TookS: time.Since(start).Seconds(), Detail: res.StopReason})
+	r.addPhase(report.Phase{Name: PhaseCapacity, Status: "ok", Detail: res.Capacity.String()})
 	pf := report.Phase{Name: PhasePostflight, Status: "ok", Detail: fmt.Sprintf("engine idle after %.0fs", res.PostFlight.WaitedS)}
 	if !res.PostFlight.Idle {
 		pf.Status, pf.Detail = "failed", res.PostFlight.Detail
 	}
-	r.phases = append(r.phases, pf)
+	r.addPhase(pf)
 	r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
 	sum := r.summary(res, &cal)
 	if err := r.write(&sum); err != nil {
 		return sum, err
 	}
+	r.notify.post(live.Message{Text: fmt.Sprintf("%s: capacity %s; %s", cfg.Recipe.Name, sum.Capacity, sum.StopReason), Event: "done",
+		Fields: map[string]any{"recipe": cfg.Recipe.Name, "capacity": sum.Capacity, "cost": sum.Cost, "target": sum.Target, "run_dir": sum.RunDir}})
 	if runErr != nil {
 		if errors.Is(runErr, context.Canceled) {
 			return sum, &Interrupted{Dir: r.dir.Path()}

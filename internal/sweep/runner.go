@@ -91,9 +91,24 @@ type Runner struct {
 	Extra func(index int) []verdict.Part
 
 	mu       sync.Mutex
+	current  Current
 	samples  []signal.Sample
 	inFlight []inFlightSample
 	warnings []string
+}
+
+// Current is the step running now.
+type Current struct {
+	Step       int // 1-based; 0 when no step runs
+	Sessions   int
+	MeasureEnd time.Duration
+}
+
+// Current reports the step running now.
+func (r *Runner) Current() Current {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
 }
 
 type inFlightSample struct {
@@ -346,6 +361,9 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseMeasure})
 	measureEnd := measureStart + p.Step
+	r.mu.Lock()
+	r.current = Current{Step: i + 1, Sessions: n, MeasureEnd: measureEnd}
+	r.mu.Unlock()
 	killed := ""
 	for t := measureStart + p.Scrape; t <= measureEnd; t += p.Scrape {
 		if err := c.SleepUntil(ctx, t); err != nil {
