@@ -112,6 +112,11 @@ type Sweep struct {
 	DrainS    float64 `json:"drain_s"`
 	Seed      uint64  `json:"seed"`
 	Resamples int     `json:"resamples"`
+	// Mode is "ladder" (climb the steps in order) or "adaptive" (double from
+	// the first step until one misses, then bisect within the ladder's range).
+	Mode string `json:"mode"`
+	// Resolution is how close, in sessions, adaptive mode brackets the crossing.
+	Resolution int `json:"resolution,omitempty"`
 	// Stress is the stress step: its verdict is reported beside the target's.
 	Stress int `json:"stress,omitempty"`
 	// Repeat re-runs the steps either side of the crossing (default true).
@@ -279,6 +284,12 @@ func (r *Run) fillDefaults() {
 	}
 	if s.BootstrapBlock == 0 {
 		s.BootstrapBlock = 1
+	}
+	if s.Mode == "" {
+		s.Mode = "ladder"
+	}
+	if s.Resolution == 0 {
+		s.Resolution = 1
 	}
 	if s.Kill == (Kill{}) {
 		s.Kill = Kill{QueuePerSession: 4, ErrorRate: 0.5, TTFTFactor: 4}
@@ -450,13 +461,24 @@ func (r Run) Validate() error {
 	} else if s.WindowS > 0 && s.StepS < 3*s.WindowS {
 		bad("sweep.step_s", "must hold at least 3 windows of sweep.window_s (%g s) so intervals can be bootstrapped, got %g", s.WindowS, s.StepS)
 	}
-	if s.Target != 0 && !contains(s.Ladder, s.Target) {
+	if s.Target != 0 && !contains(s.Ladder, s.Target) && s.Mode == "ladder" {
 		bad("sweep.target", "%d is not a step of sweep.ladder", s.Target)
 	}
 	if s.DrainS <= 0 {
 		bad("sweep.drain_s", "must be > 0, got %g", s.DrainS)
 	}
-	if s.Stress != 0 && !contains(s.Ladder, s.Stress) {
+	switch s.Mode {
+	case "ladder", "adaptive":
+	default:
+		bad("sweep.mode", "must be ladder or adaptive, got %q", s.Mode)
+	}
+	if s.Resolution < 1 {
+		bad("sweep.resolution", "must be at least 1 session, got %d", s.Resolution)
+	}
+	if s.Mode == "adaptive" && len(s.Ladder) < 2 {
+		bad("sweep.ladder", "adaptive mode needs the lowest and highest sessions to search between, e.g. [5, 40]")
+	}
+	if s.Stress != 0 && !contains(s.Ladder, s.Stress) && s.Mode == "ladder" {
 		bad("sweep.stress", "%d is not a step of sweep.ladder", s.Stress)
 	}
 	if s.Kill.QueuePerSession < 0 || s.Kill.ErrorRate < 0 || s.Kill.ErrorRate > 1 || s.Kill.TTFTFactor < 0 || (s.Kill.TTFTFactor > 0 && s.Kill.TTFTFactor < 1) {

@@ -373,11 +373,13 @@ func SweepPlan(cfg config.Run) sweep.Plan {
 	return sweep.Plan{
 		Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
 		Window: seconds(cfg.Sweep.WindowS), Scrape: seconds(cfg.Sweep.ScrapeS), Drain: seconds(cfg.Sweep.DrainS),
-		Bar:     BarOf(cfg.Bar),
-		Options: opts,
-		Repeat:  cfg.Sweep.RepeatCrossing(),
-		Kill:    sweep.Kill(cfg.Sweep.Kill),
-		KVFull:  cfg.Sweep.KVFull,
+		Bar:        BarOf(cfg.Bar),
+		Options:    opts,
+		Repeat:     cfg.Sweep.RepeatCrossing(),
+		Kill:       sweep.Kill(cfg.Sweep.Kill),
+		KVFull:     cfg.Sweep.KVFull,
+		Adaptive:   cfg.Sweep.Mode == "adaptive",
+		Resolution: cfg.Sweep.Resolution,
 	}
 }
 

@@ -55,6 +55,11 @@ type Plan struct {
 	// Repeat re-runs the steps either side of the crossing and judges each on
 	// both runs' windows together.
 	Repeat bool
+	// Adaptive picks each next step to halve the capacity interval (doubling,
+	// then bisecting within the ladder's range) instead of climbing the ladder;
+	// it stops when the held and missed steps are Resolution sessions apart.
+	Adaptive   bool
+	Resolution int
 	// Kill ends a step early when the recipe clearly cannot carry it.
 	Kill Kill
 	// KVFull stops the sweep after a step whose KV cache use averaged at least
@@ -260,32 +265,37 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		r.logf("step %d: %s", step.Index+1, describeStep(step))
 		return step, true
 	}
-	crossed := -1 // ladder position of the first step that missed
-	for k, n := range p.Ladder {
+	seq := newSequence(p)
+	for {
+		n, more := seq.next()
+		if !more {
+			break
+		}
 		step, ok := run(n, -1)
 		if !ok {
 			break
 		}
-		if v := step.Judged.Verdict; v == verdict.Fail || v == verdict.NoData {
-			res.StopReason = fmt.Sprintf("step %d (%d sessions) read %s", step.Index+1, n, v)
-			crossed = k
-			break
+		why := missed(p, step)
+		seq.judged(n, why != "")
+		if why != "" {
+			res.StopReason = why
+			if !p.Adaptive {
+				break
+			}
 		}
-		if step.Killed != "" {
-			res.StopReason = fmt.Sprintf("kill switch at %d sessions: %s", n, step.Killed)
-			crossed = k
-			break
-		}
-		if p.KVFull > 0 && step.KVCacheMean >= p.KVFull {
-			res.StopReason = fmt.Sprintf("the KV cache stayed full at %d sessions (%.0f%% on average)", n, 100*step.KVCacheMean)
-			crossed = k
-			break
-		}
+	}
+	if p.Adaptive {
+		res.StopReason = seq.story()
+	}
+	lo, hi := seq.bracket()
+	crossed := -1
+	if lo > 0 && hi > 0 {
+		crossed = 1
 	}
 	if p.Repeat && crossed > 0 && runErr == nil && ctx.Err() == nil {
 		// the steps either side of the crossing run again; each verdict then
 		// rests on both runs
-		for _, n := range []int{p.Ladder[crossed-1], p.Ladder[crossed]} {
+		for _, n := range []int{lo, hi} {
 			first := lastAt(res.Steps, n)
 			if _, ok := run(n, first); !ok {
 				break
@@ -305,6 +315,89 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		runErr = ctx.Err()
 	}
 	return res, runErr
+}
+
+// missed says why a step ends the climb, or "" when it held.
+func missed(p Plan, step StepResult) string {
+	n := step.Sessions
+	switch {
+	case step.Judged.Verdict == verdict.Fail || step.Judged.Verdict == verdict.NoData:
+		return fmt.Sprintf("step %d (%d sessions) read %s", step.Index+1, n, step.Judged.Verdict)
+	case step.Killed != "":
+		return fmt.Sprintf("kill switch at %d sessions: %s", n, step.Killed)
+	case p.KVFull > 0 && step.KVCacheMean >= p.KVFull:
+		return fmt.Sprintf("the KV cache stayed full at %d sessions (%.0f%% on average)", n, 100*step.KVCacheMean)
+	}
+	return ""
+}
+
+// sequence picks the sessions of the next step. The ladder climbs its steps
+// in order and stops at the first miss; the adaptive mode doubles from the
+// first step until a miss, then bisects between the highest step that held
+// and the lowest that missed until they are Resolution apart, so each step
+// halves the capacity interval.
+type sequence struct {
+	p      Plan
+	k      int // next ladder position
+	lo, hi int // highest held and lowest missed sessions; 0 = none yet
+	steps  int
+}
+
+func newSequence(p Plan) *sequence { return &sequence{p: p} }
+
+func (q *sequence) next() (int, bool) {
+	if !q.p.Adaptive {
+		if q.k >= len(q.p.Ladder) || (q.hi > 0 && q.steps > 0) {
+			return 0, false
+		}
+		q.k++
+		return q.p.Ladder[q.k-1], true
+	}
+	if len(q.p.Ladder) == 0 {
+		return 0, false
+	}
+	first, top := q.p.Ladder[0], q.p.Ladder[len(q.p.Ladder)-1]
+	res := max(q.p.Resolution, 1)
+	switch {
+	case q.lo == 0 && q.hi == 0:
+		return first, true
+	case q.lo == 0: // the first step missed
+		return 0, false
+	case q.hi == 0: // still climbing
+		if q.lo >= top {
+			return 0, false
+		}
+		return min(2*q.lo, top), true
+	case q.hi-q.lo <= res:
+		return 0, false
+	}
+	return (q.lo + q.hi) / 2, true
+}
+
+func (q *sequence) judged(n int, miss bool) {
+	q.steps++
+	if miss {
+		if q.hi == 0 || n < q.hi {
+			q.hi = n
+		}
+		return
+	}
+	if n > q.lo && (q.hi == 0 || n < q.hi) {
+		q.lo = n
+	}
+}
+
+// bracket is the highest step that held and the lowest that missed.
+func (q *sequence) bracket() (lo, hi int) { return q.lo, q.hi }
+
+func (q *sequence) story() string {
+	switch {
+	case q.lo == 0 && q.hi > 0:
+		return fmt.Sprintf("adaptive: the first step (%d sessions) missed", q.hi)
+	case q.hi == 0:
+		return fmt.Sprintf("adaptive: every step held, up to %d sessions", q.lo)
+	}
+	return fmt.Sprintf("adaptive: bracketed between %d (held) and %d (missed) sessions in %d steps", q.lo, q.hi, q.steps)
 }
 
 // Points are the steps capacity is computed from: for each number of

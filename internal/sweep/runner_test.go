@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,5 +211,33 @@ func TestKillSwitchEndsAHopelessStep(t *testing.T) {
 	}
 	if res.Steps[0].Judged.Verdict == verdict.Pass {
 		t.Error("a killed step passed")
+	}
+}
+
+func TestAdaptiveBracketsTheCrossing(t *testing.T) {
+	// TTFT = sessions x 1.2 s: 2, 4 pass; 6 (7.2 s) is too close; 7 and 8 fail.
+	r, _ := newRunner(t, []int{2, 16}, 1.2)
+	r.Plan.Adaptive, r.Plan.Resolution = true, 1
+	res, err := r.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, s := range res.Steps {
+		got = append(got, s.Sessions)
+	}
+	want := []int{2, 4, 8, 6, 7} // double until a miss, then bisect to one session
+	if len(got) != len(want) {
+		t.Fatalf("adaptive steps %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("adaptive steps %v, want %v", got, want)
+		}
+	}
+	// the centre crosses 5.3 s between 4 (4.8 s) and 6 (7.2 s); 6 still read
+	// too close (its bucket straddles the bar), so the bisection went on to 7
+	if res.Capacity.Sessions < 4 || res.Capacity.Hi > 7 || !strings.Contains(res.StopReason, "between 6 (held) and 7 (missed)") {
+		t.Errorf("capacity %s, stop %q: want a capacity in 4-7 bracketed by 6 and 7", res.Capacity, res.StopReason)
 	}
 }
