@@ -1,0 +1,273 @@
+// Package recipe describes one serving setup (engine, image, flags, GPU layout,
+// copies, router, price, endpoint and how to deploy it), loads it from its own
+// file, and compares a candidate with its parent under the one-change rule.
+package recipe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Recipe is one serving setup and what it costs. Its JSON names match the
+// recipe section of the run file, so a run file can hold a recipe inline or
+// name a recipe file in File.
+type Recipe struct {
+	// File names a recipe file to read instead of the fields below; see Resolve.
+	File string `json:"file,omitempty"`
+
+	Name   string `json:"name"`
+	Engine string `json:"engine"`
+	// Image is the engine's container image, tag included.
+	Image string `json:"image,omitempty"`
+	// Args are the engine's command-line flags, e.g. ["--max-num-seqs", "256"].
+	Args []string `json:"args,omitempty"`
+	// Parent is the recipe this one changes one thing from: a name, or a
+	// recipe file (.yaml/.yml) relative to this recipe's file.
+	Parent      string `json:"parent,omitempty"`
+	Nodes       int    `json:"nodes"`
+	GPUsPerNode int    `json:"gpus_per_node"`
+	// Copies is how many independent copies of the engine serve behind the
+	// router; 0 reads as 1.
+	Copies int `json:"copies,omitempty"`
+	// Router is how the gateway spreads requests over copies, e.g.
+	// round-robin, least-load, prefix-aware.
+	Router        string  `json:"router,omitempty"`
+	USDPerGPUHour float64 `json:"usd_per_gpu_hour"`
+	// Endpoint is the base URL of the OpenAI-compatible API (without /v1), or
+	// "sim" for the built-in simulated gateway.
+	Endpoint string `json:"endpoint"`
+	Model    string `json:"model"`
+	// Metrics lists the Prometheus /metrics URLs of the engines and gateway.
+	Metrics []string `json:"metrics,omitempty"`
+	// Mapping names the metric mapping from engine names to common names.
+	Mapping string `json:"mapping"`
+	// MappingFile adds or overrides mapping rules (YAML list of rules).
+	MappingFile string `json:"mapping_file,omitempty"`
+	// Sim configures the built-in simulator when Endpoint is "sim".
+	Sim SimSpec `json:"sim,omitempty"`
+	// Deploy says how the recipe is put up and how the previous one is put back.
+	Deploy Deploy `json:"deploy,omitempty"`
+
+	// Dir is the folder relative paths in the recipe (manifests, parent,
+	// mapping file) are read from: the recipe file's folder. Not serialised.
+	Dir string `json:"-"`
+}
+
+// SimSpec picks the built-in simulator's profile.
+type SimSpec struct {
+	Profile string `json:"profile,omitempty"`
+}
+
+// Deployer types a recipe's deploy section may name.
+const (
+	DeployNone       = "none"
+	DeployKubernetes = "kubernetes"
+	DeployCommand    = "command"
+)
+
+// Deploy says how a recipe is deployed, how long it may take to be ready and
+// how the previous recipe is restored.
+type Deploy struct {
+	// Type is none (the endpoint is already serving; the default),
+	// kubernetes or command.
+	Type string `json:"type,omitempty"`
+	// ReadyTimeoutS bounds how long a deploy may take to serve, in seconds
+	// (default 1800).
+	ReadyTimeoutS float64 `json:"ready_timeout_s,omitempty"`
+	// RollbackTimeoutS bounds how long restoring the previous recipe may take,
+	// in seconds (default 1800).
+	RollbackTimeoutS float64 `json:"rollback_timeout_s,omitempty"`
+	// PollS is how often readiness is checked, in seconds (default 5).
+	PollS      float64         `json:"poll_s,omitempty"`
+	Kubernetes *KubernetesSpec `json:"kubernetes,omitempty"`
+	Command    *CommandSpec    `json:"command,omitempty"`
+}
+
+// KubernetesSpec is what the kubernetes deployer applies and where.
+type KubernetesSpec struct {
+	// Manifests are YAML files with one or more objects, applied in order.
+	Manifests []string `json:"manifests"`
+	// Namespace is given to namespaced objects that name none (default "default").
+	Namespace string `json:"namespace,omitempty"`
+	// Kubeconfig is the kubeconfig file; empty uses $KUBECONFIG, ~/.kube/config
+	// or the in-cluster service account.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	// Context is the kubeconfig context; empty uses the current one.
+	Context string `json:"context,omitempty"`
+	// Ready maps an object kind to the condition type that means it is ready,
+	// adding to or overriding the built-in ones (ModelDeployment ReplicasReady,
+	// Deployment and LeaderWorkerSet Available, InferenceService Ready).
+	Ready map[string]string `json:"ready,omitempty"`
+}
+
+// CommandSpec is the user's own deploy and undeploy commands.
+type CommandSpec struct {
+	// Deploy is the command (argv, no shell) that puts the recipe up; use
+	// ["sh", "-c", "..."] for a shell line.
+	Deploy []string `json:"deploy"`
+	// Undeploy is the command that puts the previous recipe back.
+	Undeploy []string `json:"undeploy"`
+	// ReadyURL answers 2xx when the deployment is ready (checked before the
+	// endpoint's /v1/models); empty checks only /v1/models.
+	ReadyURL string `json:"ready_url,omitempty"`
+}
+
+// Load reads a recipe file strictly (unknown fields are errors) and checks
+// the fields this package owns; Dir is set to the file's folder.
+func Load(path string) (Recipe, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Recipe{}, fmt.Errorf("read recipe file: %w", err)
+	}
+	r, err := Parse(b, path)
+	if err != nil {
+		return Recipe{}, err
+	}
+	r.Dir = filepath.Dir(path)
+	return r, nil
+}
+
+// Parse decodes a recipe strictly and checks the fields this package owns.
+// name (usually the file) is used in errors.
+func Parse(b []byte, name string) (Recipe, error) {
+	var r Recipe
+	if err := yaml.UnmarshalStrict(b, &r); err != nil {
+		return Recipe{}, fmt.Errorf("%s: %v (recipe fields are listed in docs/kubernetes.md)", name, err)
+	}
+	if r.File != "" {
+		return Recipe{}, fmt.Errorf("%s: file: a recipe file cannot point at another recipe file (%q)", name, r.File)
+	}
+	if err := r.Validate(); err != nil {
+		return Recipe{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return r, nil
+}
+
+// Resolve returns the recipe a run file means: r itself, or, when r.File is
+// set, the recipe read from that file (relative to base, the run file's
+// folder). Setting File and any other field is an error.
+func Resolve(r Recipe, base string) (Recipe, error) {
+	if r.File == "" {
+		if r.Dir == "" {
+			r.Dir = base
+		}
+		return r, nil
+	}
+	rest := r
+	rest.File, rest.Dir = "", ""
+	if !isZero(rest) {
+		return Recipe{}, fmt.Errorf("recipe.file: %q is set, so the other recipe fields must be empty; put them in the recipe file", r.File)
+	}
+	return Load(rel(base, r.File))
+}
+
+// ParentFile is the parent's recipe file when Parent names one (ends in
+// .yaml or .yml), relative paths read from Dir; ok is false when Parent is
+// only a name.
+func (r Recipe) ParentFile() (path string, ok bool) {
+	ext := strings.ToLower(filepath.Ext(r.Parent))
+	if ext != ".yaml" && ext != ".yml" {
+		return "", false
+	}
+	return rel(r.Dir, r.Parent), true
+}
+
+// Path resolves a path the recipe names (a manifest, say) against Dir.
+func (r Recipe) Path(p string) string { return rel(r.Dir, p) }
+
+// Validate checks the fields this package adds to the run file's recipe
+// (image, args, copies, router, deploy) and reports every problem at once,
+// each naming its field. The core fields are checked by the run file's
+// validation.
+func (r Recipe) Validate() error {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, field+": "+fmt.Sprintf(format, args...))
+	}
+	if r.Copies < 0 {
+		bad("copies", "must be >= 0 (0 reads as 1), got %d", r.Copies)
+	}
+	for i, a := range r.Args {
+		if strings.TrimSpace(a) == "" {
+			bad(fmt.Sprintf("args[%d]", i), "is empty")
+		}
+	}
+	d := r.Deploy
+	for _, t := range []struct {
+		field string
+		v     float64
+	}{{"deploy.ready_timeout_s", d.ReadyTimeoutS}, {"deploy.rollback_timeout_s", d.RollbackTimeoutS}, {"deploy.poll_s", d.PollS}} {
+		if t.v < 0 {
+			bad(t.field, "must be >= 0 seconds (0 takes the default), got %g", t.v)
+		}
+	}
+	switch d.Type {
+	case "", DeployNone:
+		if d.Kubernetes != nil || d.Command != nil {
+			bad("deploy.type", "is %q but a kubernetes or command section is set; say type: kubernetes or type: command", d.typeName())
+		}
+	case DeployKubernetes:
+		if d.Command != nil {
+			bad("deploy.command", "is set but deploy.type is kubernetes")
+		}
+		k := d.Kubernetes
+		if k == nil || len(k.Manifests) == 0 {
+			bad("deploy.kubernetes.manifests", "list the YAML files to apply")
+			break
+		}
+		for i, m := range k.Manifests {
+			if strings.TrimSpace(m) == "" {
+				bad(fmt.Sprintf("deploy.kubernetes.manifests[%d]", i), "is empty")
+			}
+		}
+		for kind, cond := range k.Ready {
+			if kind == "" || cond == "" {
+				bad("deploy.kubernetes.ready", "maps a kind to a condition type; both must be set, got %q: %q", kind, cond)
+			}
+		}
+	case DeployCommand:
+		if d.Kubernetes != nil {
+			bad("deploy.kubernetes", "is set but deploy.type is command")
+		}
+		c := d.Command
+		if c == nil || len(c.Deploy) == 0 {
+			bad("deploy.command.deploy", "give the command that puts the recipe up, e.g. [\"sh\", \"-c\", \"helm upgrade ...\"]")
+		}
+		if c == nil || len(c.Undeploy) == 0 {
+			bad("deploy.command.undeploy", "give the command that puts the previous recipe back: rollback always runs")
+		}
+	default:
+		bad("deploy.type", "unknown deployer %q (known: none, kubernetes, command)", d.Type)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.Strings(errs)
+	return errors.New("invalid recipe:\n  " + strings.Join(errs, "\n  "))
+}
+
+func (d Deploy) typeName() string {
+	if d.Type == "" {
+		return DeployNone
+	}
+	return d.Type
+}
+
+func rel(dir, p string) string {
+	if p == "" || filepath.IsAbs(p) || dir == "" {
+		return p
+	}
+	return filepath.Join(dir, p)
+}
+
+func isZero(r Recipe) bool {
+	b, _ := yaml.Marshal(r)
+	empty, _ := yaml.Marshal(Recipe{})
+	return string(b) == string(empty)
+}

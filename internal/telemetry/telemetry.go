@@ -1,0 +1,220 @@
+// Package telemetry serves headroom's own Prometheus metrics while a run is
+// going: the phase, the step and its sessions, requests in flight, the running
+// P90s and each step's verdict, so a dashboard can follow a run live.
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Phases a run goes through, in order; SetPhase takes one of these or any
+// other name.
+var Phases = []string{"deploy", "pre-flight", "evals", "sweep", "capacity", "post-flight", "rollback", "done"}
+
+// Verdicts a step can get.
+var Verdicts = []string{"pass", "fail", "too close", "no data"}
+
+// Telemetry holds a run's metrics on its own registry (never the global
+// one). A nil *Telemetry is valid and records nothing, so a run without
+// --metrics-addr needs no checks.
+type Telemetry struct {
+	reg *prometheus.Registry
+
+	info          *prometheus.GaugeVec
+	phase         *prometheus.GaugeVec
+	step          prometheus.Gauge
+	sessions      prometheus.Gauge
+	inFlight      prometheus.Gauge
+	ttftP90       prometheus.Gauge
+	interP90      prometheus.Gauge
+	errorRate     prometheus.Gauge
+	verdict       *prometheus.GaugeVec
+	steps         *prometheus.CounterVec
+	sent          prometheus.Counter
+	failed        *prometheus.CounterVec
+	mu            sync.Mutex // guards phaseNames
+	phaseNames    map[string]bool
+	phaseStarted  prometheus.Gauge
+	rollbackError prometheus.Gauge
+}
+
+// New makes the metrics for one run of recipe, by headroom version.
+func New(recipe, version string) *Telemetry {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	t := &Telemetry{
+		reg: reg,
+		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "headroom_run_info",
+			Help: "Always 1; labels name the recipe under test and the headroom version."}, []string{"recipe", "version"}),
+		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "headroom_phase",
+			Help: "1 for the phase the run is in, 0 for the others."}, []string{"phase"}),
+		phaseStarted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_phase_started_timestamp_seconds",
+			Help: "Unix time the current phase started."}),
+		step: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_step",
+			Help: "Index of the sweep step running now (0-based); -1 outside the sweep."}),
+		sessions: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_sessions",
+			Help: "Concurrent sessions the current step holds."}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_requests_in_flight",
+			Help: "Requests sent and not yet finished (subagents make this exceed sessions)."}),
+		ttftP90: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_ttft_p90_seconds",
+			Help: "Running P90 time to first token of the current step, from server metrics; NaN before data."}),
+		interP90: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_interactivity_p90_tokens_per_second",
+			Help: "Running P90 interactivity (tokens/s per user that 90% of streams beat) of the current step; NaN before data."}),
+		errorRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_error_rate",
+			Help: "Running error rate of the current step (errors / requests planned); NaN before data."}),
+		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "headroom_step_verdict",
+			Help: "1 for each judged step's latest verdict (labels: sessions, verdict), with its margin in headroom_step_margin."}, []string{"sessions", "verdict"}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "headroom_steps_total",
+			Help: "Steps judged, by verdict."}, []string{"verdict"}),
+		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "headroom_requests_sent_total",
+			Help: "Requests the load generator sent."}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "headroom_requests_failed_total",
+			Help: "Requests that ended in an error, by error class (refusal, server, timeout, abort, ...)."}, []string{"class"}),
+		rollbackError: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_rollback_failed",
+			Help: "1 when a rollback failed and the previous recipe is not fully back."}),
+		phaseNames: map[string]bool{},
+	}
+	for _, c := range []prometheus.Collector{t.info, t.phase, t.phaseStarted, t.step, t.sessions, t.inFlight, t.ttftP90,
+		t.interP90, t.errorRate, t.verdict, t.steps, t.sent, t.failed, t.rollbackError} {
+		f(c)
+	}
+	t.info.WithLabelValues(recipe, version).Set(1)
+	for _, p := range Phases {
+		t.phaseNames[p] = true
+		t.phase.WithLabelValues(p).Set(0)
+	}
+	for _, v := range Verdicts {
+		t.steps.WithLabelValues(v)
+	}
+	t.step.Set(-1)
+	t.ttftP90.Set(nan())
+	t.interP90.Set(nan())
+	t.errorRate.Set(nan())
+	return t
+}
+
+// SetPhase marks name as the phase the run is in.
+func (t *Telemetry) SetPhase(name string) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.phaseNames[name] = true
+	for p := range t.phaseNames {
+		v := 0.0
+		if p == name {
+			v = 1
+		}
+		t.phase.WithLabelValues(p).Set(v)
+	}
+	t.phaseStarted.Set(float64(time.Now().UnixNano()) / 1e9)
+	if name != "sweep" {
+		t.step.Set(-1)
+	}
+}
+
+// SetStep marks step i (0-based) with its concurrent sessions as running,
+// and clears the running P90s until the step has data.
+func (t *Telemetry) SetStep(i, sessions int) {
+	if t == nil {
+		return
+	}
+	t.step.Set(float64(i))
+	t.sessions.Set(float64(sessions))
+	t.ttftP90.Set(nan())
+	t.interP90.Set(nan())
+	t.errorRate.Set(nan())
+}
+
+// ObserveRunning records the current step's running figures; pass NaN for
+// one that has no data yet.
+func (t *Telemetry) ObserveRunning(ttftP90Seconds, interactivityP90TPS, errorRate float64) {
+	if t == nil {
+		return
+	}
+	t.ttftP90.Set(ttftP90Seconds)
+	t.interP90.Set(interactivityP90TPS)
+	t.errorRate.Set(errorRate)
+}
+
+// ObserveStep records a judged step's verdict (one of Verdicts); a repeated
+// step replaces its earlier verdict.
+func (t *Telemetry) ObserveStep(sessions int, verdict string) {
+	if t == nil {
+		return
+	}
+	s := strconv.Itoa(sessions)
+	t.verdict.DeletePartialMatch(prometheus.Labels{"sessions": s})
+	t.verdict.WithLabelValues(s, verdict).Set(1)
+	t.steps.WithLabelValues(verdict).Inc()
+}
+
+// RequestStarted counts a request sent and in flight.
+func (t *Telemetry) RequestStarted() {
+	if t == nil {
+		return
+	}
+	t.sent.Inc()
+	t.inFlight.Inc()
+}
+
+// RequestDone marks a request finished; errClass is "" for a success, or
+// the request's error class.
+func (t *Telemetry) RequestDone(errClass string) {
+	if t == nil {
+		return
+	}
+	t.inFlight.Dec()
+	if errClass != "" {
+		t.failed.WithLabelValues(errClass).Inc()
+	}
+}
+
+// RollbackFailed marks that the rollback did not put the previous recipe back.
+func (t *Telemetry) RollbackFailed() {
+	if t == nil {
+		return
+	}
+	t.rollbackError.Set(1)
+}
+
+// Registry is the registry the metrics live on, to add more or gather them.
+func (t *Telemetry) Registry() *prometheus.Registry { return t.reg }
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (t *Telemetry) Handler() http.Handler {
+	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{Registry: t.reg})
+}
+
+// Serve serves /metrics on addr (e.g. ":9464" or "127.0.0.1:0") until ctx is
+// done, and returns the address it listens on once it does.
+func (t *Telemetry) Serve(ctx context.Context, addr string) (net.Addr, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errors.New("serve metrics: " + err.Error() + "; choose another --metrics-addr")
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", t.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	return ln.Addr(), nil
+}
+
+func nan() float64 { return math.NaN() }
