@@ -11,6 +11,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/rig"
+	"github.com/headroom-bench/headroom/internal/telemetry"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 )
@@ -29,6 +30,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		quiet   bool
 		printIt bool
 		resume  string
+		metrics string
 	)
 	cmd := &cobra.Command{
 		Use:   "run",
@@ -86,6 +88,15 @@ code of what it measured.
 			if quiet {
 				opts.Progress = nil
 			}
+			if metrics != "" {
+				tel := telemetry.New(cfg.Recipe.Name, version)
+				addr, err := tel.Serve(cmd.Context(), metrics)
+				if err != nil {
+					return fmt.Errorf("--metrics-addr %s: %w", metrics, err)
+				}
+				fmt.Fprintf(stderr, "headroom's own metrics at http://%s/metrics\n", addr)
+				opts.Telemetry = tel
+			}
 			if resume != "" {
 				if file != "" {
 					return errors.New("--resume takes the run file saved in the run directory; drop -f")
@@ -128,6 +139,7 @@ code of what it measured.
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
 	cmd.Flags().BoolVar(&printIt, "print-config", false, "print the resolved run file and exit without sending load")
 	cmd.Flags().StringVar(&resume, "resume", "", "continue the run in this directory after its last finished step")
+	cmd.Flags().StringVar(&metrics, "metrics-addr", "", "serve headroom's own /metrics (phase, step, sessions, in flight, running P90s, verdicts) on this address, e.g. :9464")
 	return cmd
 }
 

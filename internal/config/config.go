@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/headroom-bench/headroom/internal/recipe"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,38 +38,12 @@ type Run struct {
 	Output string `json:"output"`
 }
 
-// Recipe is one serving setup and what it costs.
-type Recipe struct {
-	Name          string  `json:"name"`
-	Engine        string  `json:"engine"`
-	Parent        string  `json:"parent,omitempty"`
-	Nodes         int     `json:"nodes"`
-	GPUsPerNode   int     `json:"gpus_per_node"`
-	USDPerGPUHour float64 `json:"usd_per_gpu_hour"`
-	// Endpoint is the base URL of the OpenAI-compatible API (without /v1), or
-	// "sim" for the built-in simulated gateway.
-	Endpoint string `json:"endpoint"`
-	Model    string `json:"model"`
-	// MaxModelLen and EngineVersion, when set, are checked in pre-flight
-	// against what the server reports, so the wrong recipe being live fails
-	// before any load.
-	MaxModelLen   int    `json:"max_model_len,omitempty"`
-	EngineVersion string `json:"engine_version,omitempty"`
-	// Metrics lists the Prometheus /metrics URLs of the engines and gateway.
-	// Empty with the built-in simulator, which serves its own.
-	Metrics []string `json:"metrics,omitempty"`
-	// Mapping names the metric mapping from engine names to common names.
-	Mapping string `json:"mapping"`
-	// MappingFile adds or overrides mapping rules (YAML list of rules).
-	MappingFile string `json:"mapping_file,omitempty"`
-	// Sim configures the built-in simulator when Endpoint is "sim".
-	Sim SimSpec `json:"sim,omitempty"`
-}
+// Recipe is one serving setup and what it costs; it may live in its own
+// file (recipe: {file: r.yaml}) so run files can share it.
+type Recipe = recipe.Recipe
 
 // SimSpec picks the built-in simulator's profile.
-type SimSpec struct {
-	Profile string `json:"profile,omitempty"`
-}
+type SimSpec = recipe.SimSpec
 
 // Bar is the pass line a step must hold.
 type Bar struct {
@@ -205,6 +181,11 @@ func Parse(b []byte, name string) (Run, error) {
 	if err := yaml.UnmarshalStrict(b, &r); err != nil {
 		return Run{}, fmt.Errorf("%s: %v (fields are listed in examples/run.yaml)", name, err)
 	}
+	rc, err := recipe.Resolve(r.Recipe, filepath.Dir(name))
+	if err != nil {
+		return Run{}, fmt.Errorf("%s: recipe: %w", name, err)
+	}
+	r.Recipe = rc
 	r.fillDefaults()
 	if err := r.Validate(); err != nil {
 		return Run{}, fmt.Errorf("%s: %w", name, err)
@@ -339,8 +320,15 @@ func (r Run) Validate() error {
 		bad("recipe.mapping", "unknown mapping %q (known: vllm, sglang, modelplane, gen_ai)", rc.Mapping)
 	}
 	if rc.MappingFile != "" {
-		if _, err := os.Stat(rc.MappingFile); err != nil {
+		if _, err := os.Stat(rc.Path(rc.MappingFile)); err != nil {
 			bad("recipe.mapping_file", "%v", err)
+		}
+	}
+	if err := rc.Validate(); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			if line = strings.TrimSpace(line); line != "" && !strings.HasSuffix(line, ":") {
+				errs = append(errs, "recipe."+line)
+			}
 		}
 	}
 	if rc.Endpoint == SimEndpoint {

@@ -43,6 +43,11 @@ type Recipe struct {
 	// "sim" for the built-in simulated gateway.
 	Endpoint string `json:"endpoint"`
 	Model    string `json:"model"`
+	// MaxModelLen and EngineVersion, when set, are checked in pre-flight
+	// against what the server reports, so the wrong recipe being live fails
+	// before any load.
+	MaxModelLen   int    `json:"max_model_len,omitempty"`
+	EngineVersion string `json:"engine_version,omitempty"`
 	// Metrics lists the Prometheus /metrics URLs of the engines and gateway.
 	Metrics []string `json:"metrics,omitempty"`
 	// Mapping names the metric mapping from engine names to common names.

@@ -3,6 +3,7 @@ package rig
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -93,4 +94,12 @@ func lastWindowP90s(samples []signal.Sample, window time.Duration) (ttft, inter 
 		}
 	}
 	return ttft, inter
+}
+
+// nanIfZero marks an unknown running value (0) as missing for telemetry.
+func nanIfZero(v float64) float64 {
+	if v == 0 {
+		return math.NaN()
+	}
+	return v
 }

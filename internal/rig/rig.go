@@ -8,19 +8,24 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"os"
 	"runtime"
 	"sync"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/deploy"
 	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/prompt"
+	"github.com/headroom-bench/headroom/internal/recipe"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/sim"
 	"github.com/headroom-bench/headroom/internal/sweep"
+	"github.com/headroom-bench/headroom/internal/telemetry"
 	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/trace"
 	"github.com/headroom-bench/headroom/internal/verdict"
@@ -38,10 +43,14 @@ type Options struct {
 	Version string
 	// Live redraws a status line on Progress, which must be a terminal.
 	Live bool
+	// Telemetry, if set, is headroom's own /metrics, kept current as the
+	// run goes.
+	Telemetry *telemetry.Telemetry
 }
 
 // Phase names, in the order they run.
 const (
+	PhaseRollout    = "rollout"
 	PhasePreflight  = "pre-flight"
 	PhaseEvals      = "mini evals"
 	PhaseSweep      = "sweep"
@@ -108,6 +117,7 @@ func (r *run) currentStatus() live.Status {
 // phase runs f as a named phase and records how it went.
 func (r *run) phase(name string, f func() (string, error)) error {
 	r.setStatus(func() live.Status { return live.Status{Phase: name} })
+	r.o.Telemetry.SetPhase(name)
 	start := time.Now()
 	detail, err := f()
 	p := report.Phase{Name: name, Status: "ok", TookS: time.Since(start).Seconds(), Detail: detail}
@@ -136,7 +146,7 @@ func (r *run) addPhase(p report.Phase) {
 		Fields: map[string]any{"recipe": r.cfg.Recipe.Name, "phase": p.Name, "status": p.Status, "detail": p.Detail, "took_s": p.TookS}})
 }
 
-func (r *run) do(ctx context.Context) (report.Summary, error) {
+func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	r.notify = newNotifier(r.cfg.Notify.Webhook)
 	defer r.notify.close()
 	r.setStatus(func() live.Status { return live.Status{Phase: PhasePreflight} })
@@ -199,6 +209,51 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 	}
 	defer files.close()
 
+	// Rollout, and rollback always: whatever happens from here on, the
+	// previous recipe is put back before the run is over.
+	dep, err := deploy.New(cfg.Recipe, deploy.Env{Stdout: r.progress, Stderr: r.progress, Environ: os.Environ(), Endpoint: endpoint, Log: r.progress})
+	if err != nil {
+		return report.Summary{}, fmt.Errorf("recipe.deploy: %w", err)
+	}
+	deployed := cfg.Recipe.Deploy.Type != "" && cfg.Recipe.Deploy.Type != recipe.DeployNone
+	defer func() {
+		if !deployed {
+			r.skip(PhaseRollback, "nothing to roll back (deploy: none)")
+		} else {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deploy.RollbackTimeout(cfg.Recipe))
+			defer cancel()
+			rerr := r.phase(PhaseRollback, func() (string, error) {
+				return "the previous recipe is back and serving", dep.Rollback(rctx)
+			})
+			if rerr != nil {
+				r.logf("ROLLBACK FAILED: %v", rerr)
+				r.o.Telemetry.RollbackFailed()
+				sum.Warnings = append(sum.Warnings, "ROLLBACK FAILED: "+rerr.Error())
+				err = errors.Join(err, rerr)
+			}
+		}
+		sum.Phases = r.phases
+		if sum.RunDir != "" {
+			if werr := r.write(&sum); werr != nil && err == nil {
+				err = werr
+			}
+		}
+	}()
+	if deployed {
+		if derr := r.phase(PhaseRollout, func() (string, error) {
+			if err := dep.Deploy(ctx); err != nil {
+				return "", err
+			}
+			return "the recipe is up and serving", dep.Ready(ctx)
+		}); derr != nil {
+			for _, name := range []string{PhasePreflight, PhaseEvals, PhaseSweep, PhaseCapacity, PhasePostflight} {
+				r.skip(name, "rollout failed")
+			}
+			sum = r.summary(sweep.Result{StopReason: derr.Error()}, nil)
+			return sum, derr
+		}
+	}
+
 	mapping, err := Mapping(cfg.Recipe)
 	if err != nil {
 		return report.Summary{}, err
@@ -232,9 +287,7 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 		r.skip(PhaseSweep, "pre-flight failed")
 		r.skip(PhaseCapacity, "pre-flight failed")
 		r.skip(PhasePostflight, "no load was sent")
-		r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
-		sum := r.summary(sweep.Result{StopReason: perr.Error()}, &cal)
-		r.write(&sum)
+		sum = r.summary(sweep.Result{StopReason: perr.Error()}, &cal)
 		return sum, perr
 	}
 	if len(cfg.Evals.Suites)+len(cfg.Evals.Custom) == 0 {
@@ -258,9 +311,7 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 				r.skip(name, "mini evals failed")
 			}
 			r.skip(PhasePostflight, "no load was sent")
-			r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
-			sum := r.summary(sweep.Result{StopReason: eerr.Error()}, &cal)
-			r.write(&sum)
+			sum = r.summary(sweep.Result{StopReason: eerr.Error()}, &cal)
 			return sum, eerr
 		}
 	}
@@ -269,11 +320,16 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 		return report.Summary{}, err
 	}
 
-	book := sweep.NewBook(func(rec load.Record) { files.records.Write(rec) })
-	onSend := book.Sent
+	tel := r.o.Telemetry
+	var recent []signal.Sample // the scrape loop calls OnSample from one goroutine
+	book := sweep.NewBook(func(rec load.Record) {
+		files.records.Write(rec)
+		tel.RequestDone(rec.Error)
+	})
+	onSend := func(rec load.Record) { book.Sent(rec); tel.RequestStarted() }
 	var extra func(int) []verdict.Part
 	if under != nil {
-		onSend = func(rec load.Record) { book.Sent(rec); under.sent(rec) }
+		onSend = func(rec load.Record) { book.Sent(rec); tel.RequestStarted(); under.sent(rec) }
 		extra = under.part
 	}
 	gen := load.NewGenerator(load.Options{
@@ -290,14 +346,27 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 	plan.Ladder = remaining(cfg.Sweep.Ladder, previous)
 	runner := &sweep.Runner{
 		Plan: plan, Clock: clock, Load: gen, Source: scraper, Book: book, Progress: r.progress, Extra: extra,
-		OnSample: func(s signal.Sample) { files.samples.Write(s) },
+		OnSample: func(s signal.Sample) {
+			files.samples.Write(s)
+			if tel != nil {
+				recent = append(recent, s)
+				if len(recent) > 64 {
+					recent = recent[len(recent)-64:]
+				}
+				ttft, inter := lastWindowP90s(recent, seconds(cfg.Sweep.WindowS))
+				tel.ObserveRunning(nanIfZero(ttft), nanIfZero(inter), math.NaN())
+			}
+		},
+		OnStepStart: func(i, n int) { tel.SetStep(i, n) },
 		OnStep: func(s sweep.StepResult) {
 			files.steps.Write(s)
 			files.flush() // a killed run keeps every finished step
 			r.notify.post(stepMessage(cfg.Recipe.Name, s))
+			r.o.Telemetry.ObserveStep(s.Sessions, string(s.Judged.Verdict))
 		},
 	}
 	windowEnd := clock.Now() + time.Duration(cfg.Sweep.GPUWindowMin*float64(time.Minute))
+	r.o.Telemetry.SetPhase(PhaseSweep)
 	r.setStatus(func() live.Status {
 		cur := runner.Current()
 		st := live.Status{Phase: PhaseSweep, Step: cur.Step, Steps: len(cfg.Sweep.Ladder), Sessions: cur.Sessions,
@@ -325,8 +394,7 @@ func (r *run) do(ctx context.Context) (report.Summary, error) {
 		pf.Status, pf.Detail = "failed", res.PostFlight.Detail
 	}
 	r.addPhase(pf)
-	r.skip(PhaseRollback, "nothing was deployed (deploy: none)")
-	sum := r.summary(res, &cal)
+	sum = r.summary(res, &cal)
 	if err := r.write(&sum); err != nil {
 		return sum, err
 	}
@@ -395,7 +463,7 @@ func Mapping(rc config.Recipe) (signal.Mapping, error) {
 		return nil, fmt.Errorf("recipe.mapping: %w", err)
 	}
 	if rc.MappingFile != "" {
-		if m, err = signal.LoadMapping(rc.MappingFile, m); err != nil {
+		if m, err = signal.LoadMapping(rc.Path(rc.MappingFile), m); err != nil {
 			return nil, fmt.Errorf("recipe.mapping_file: %w", err)
 		}
 	}

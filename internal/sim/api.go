@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,16 +18,56 @@ const maxBodyBytes = 64 << 20
 // it, plus /health, /tokenize and /metrics.
 func (s *Sim) routes() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/faults", s.admin)
+	mux.HandleFunc("POST /admin/faults", s.admin)
 	mux.Handle("POST /v1/chat/completions", s.instrument("/v1/chat/completions", s.chat))
 	mux.Handle("GET /v1/models", s.instrument("/v1/models", s.models))
 	mux.Handle("POST /tokenize", s.instrument("/tokenize", s.tokenize))
 	// vLLM's instrumentator leaves /health and /metrics out of http_requests_total.
 	mux.HandleFunc("GET /health", s.health)
-	mux.Handle("GET /metrics", s.met.handler())
+	mux.HandleFunc("GET /metrics", s.metricsPage)
 	mux.Handle("/", s.instrument("none", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("%s %s is not served here; see /v1/chat/completions, /v1/models, /tokenize, /health and /metrics", r.Method, r.URL.Path))
 	}))
-	return mux
+	return s.whileDown(mux)
+}
+
+// whileDown drops connections while a crash fault holds the engine down (for
+// a mounted Handler; Start closes its listener instead).
+func (s *Sim) whileDown(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.down.Load() && r.URL.Path != "/admin/faults" {
+			if hj, ok := w.(http.Hijacker); ok {
+				if conn, _, err := hj.Hijack(); err == nil {
+					conn.Close()
+					return
+				}
+			}
+			writeError(w, http.StatusServiceUnavailable, "the simulated engine crashed and is restarting")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// notReady answers 503 during a slow start and reports whether it did.
+func (s *Sim) notReady(w http.ResponseWriter) bool {
+	if !s.faults.Load().notReady(s.clock.Now()) {
+		return false
+	}
+	writeError(w, http.StatusServiceUnavailable, "the simulated engine is still starting (slow-start fault); retry later")
+	return true
+}
+
+// metricsPage serves the current engine life's registry, less the families
+// a fault hides.
+func (s *Sim) metricsPage(w http.ResponseWriter, r *http.Request) {
+	fs := s.faults.Load()
+	if fs.f.MetricsGone {
+		http.NotFound(w, r)
+		return
+	}
+	s.life.Load().met.handler(fs.missing).ServeHTTP(w, r)
 }
 
 // statusRecorder remembers the status a handler sent, for http_requests_total.
@@ -53,7 +94,7 @@ func (s *Sim) instrument(label string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: http.StatusOK}
 		h(rec, r)
-		s.met.http.WithLabelValues(label, r.Method, statusGroup(rec.code)).Inc()
+		s.life.Load().met.http.WithLabelValues(label, r.Method, statusGroup(rec.code)).Inc()
 	})
 }
 
@@ -71,6 +112,8 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 		http.StatusBadRequest:         "BadRequestError",
 		http.StatusNotFound:           "NotFoundError",
 		http.StatusServiceUnavailable: "ServiceUnavailableError",
+		http.StatusTooManyRequests:    "RateLimitError",
+		http.StatusForbidden:          "PermissionDeniedError",
 	}[code]
 	if typ == "" {
 		typ = "InternalServerError"
@@ -96,11 +139,13 @@ type chatMessage struct {
 }
 
 type chatRequest struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages"`
-	MaxTokens           *int          `json:"max_tokens"`
-	MaxCompletionTokens *int          `json:"max_completion_tokens"`
-	Stream              bool          `json:"stream"`
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	Tools               []toolDef       `json:"tools"`
+	ToolChoice          json.RawMessage `json:"tool_choice"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
@@ -124,12 +169,16 @@ func (s *Sim) modelNotFound(w http.ResponseWriter, model string) {
 }
 
 func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
+	if s.notReady(w) {
+		return
+	}
+	l := s.life.Load()
 	var body chatRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBodyBytes)).Decode(&body); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid chat completion request body: "+err.Error())
 		return
 	}
-	if body.Model != s.prof.Model {
+	if body.Model != l.prof.Model {
 		s.modelNotFound(w, body.Model)
 		return
 	}
@@ -147,7 +196,11 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "The prompt is empty: the messages hold no words.")
 		return
 	}
-	limit := s.prof.MaxModelLen
+	limit := l.prof.MaxModelLen
+	if fs := s.faults.Load(); fs.refuse(s.seed, s.chats.Add(1)) {
+		s.refuse(w, fs.f.Refuse.Status, limit, prompt)
+		return
+	}
 	requested := body.MaxCompletionTokens
 	if requested == nil {
 		requested = body.MaxTokens
@@ -173,18 +226,29 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		maxTokens = *requested
 	}
 
+	rep, err := s.planReply(&body, mix64(s.seed^scan.digest()))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	r := &request{
 		id:        s.nextID.Add(1),
 		prompt:    prompt,
 		maxTokens: maxTokens,
+		maxParam:  maxTokens,
+		finish:    finishLength,
+		reply:     rep,
 		hashes:    scan.hashes,
 		notify:    make(chan struct{}, 1),
 	}
-	if err := s.submit(r); err != nil {
+	if n := rep.tokens(); n > 0 && n <= maxTokens {
+		r.maxTokens, r.finish = n, rep.finish()
+	}
+	if err := s.submit(l, r); err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error()+"; start it with Start or Run")
 		return
 	}
-	resp := s.newResponse(r)
+	resp := s.newResponse(l, r)
 	if body.Stream {
 		s.stream(req.Context(), w, r, resp, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
 		return
@@ -192,19 +256,34 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	s.complete(req.Context(), w, r, resp)
 }
 
+// refuse answers a chat request the refusal fault turned away.
+func (s *Sim) refuse(w http.ResponseWriter, status, limit, prompt int) {
+	switch status {
+	case http.StatusBadRequest:
+		writeError(w, status, fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens in the messages, Please reduce the length of the messages.",
+			limit, max(prompt, limit+1)))
+	case http.StatusTooManyRequests:
+		writeError(w, status, "Too many requests: the server is at its request limit; retry after a pause")
+	default:
+		writeError(w, status, "The server is overloaded and cannot take the request now; retry later")
+	}
+}
+
 // response holds what every chunk of one answer repeats.
 type response struct {
+	model   string
 	id      string
 	created int64
 	head    []byte // `data: {...,"choices":[{"index":0,"delta":{`
 }
 
-func (s *Sim) newResponse(r *request) *response {
+func (s *Sim) newResponse(l *life, r *request) *response {
 	id := fmt.Sprintf("chatcmpl-%016x%016x", mix64(s.seed^r.id), mix64(r.id+0x5bd1e995))
 	created := time.Now().Unix()
-	model, _ := json.Marshal(s.prof.Model)
+	model, _ := json.Marshal(l.prof.Model)
 	head := fmt.Appendf(nil, `data: {"id":%q,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{`, id, created, model)
-	return &response{id: id, created: created, head: head}
+	return &response{model: l.prof.Model, id: id, created: created, head: head}
 }
 
 // word is the i-th generated token: a short deterministic word and a space.
@@ -233,7 +312,7 @@ func (s *Sim) waitTokens(ctx context.Context, r *request, have int) (int, error)
 		case <-ctx.Done():
 			s.abort(r)
 			return have, ctx.Err()
-		case <-s.stopped:
+		case <-r.life.stopped:
 			return have, errEngineDown
 		}
 	}
@@ -253,6 +332,36 @@ func (r *request) usage() usage {
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	u.PromptTokensDetails.CachedTokens = int(r.cached.Load())
 	return u
+}
+
+// appendDelta appends the delta of token i of r's answer (the JSON members
+// inside "delta":{...}).
+func (s *Sim) appendDelta(buf []byte, r *request, i int) []byte {
+	switch rep := r.reply; rep.kind {
+	case replyText:
+		buf = append(buf, `"content":`...)
+		return appendJSONString(buf, rep.text[i])
+	case replyTool:
+		if i == 0 {
+			buf = append(buf, `"tool_calls":[{"index":0,"id":`...)
+			buf = appendJSONString(buf, rep.callID)
+			buf = append(buf, `,"type":"function","function":{"name":`...)
+			buf = appendJSONString(buf, rep.tool)
+			return append(buf, `,"arguments":""}}]`...)
+		}
+		buf = append(buf, `"tool_calls":[{"index":0,"function":{"arguments":`...)
+		buf = appendJSONString(buf, rep.fragment(i, r.malformed))
+		return append(buf, `}}]`...)
+	}
+	buf = append(buf, `"content":"`...)
+	buf = append(buf, s.word(i)...)
+	return append(buf, '"')
+}
+
+// appendJSONString appends s as a JSON string literal.
+func appendJSONString(buf []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(buf, b...)
 }
 
 // stream writes the answer as server-sent events, one chunk per token, writing
@@ -277,12 +386,13 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 		}
 		for ; sent < n; sent++ {
 			buf = append(buf, resp.head...)
-			buf = append(buf, `"content":"`...)
-			buf = append(buf, s.word(sent)...)
+			buf = s.appendDelta(buf, r, sent)
 			if sent == r.maxTokens-1 {
-				buf = append(buf, `"},"logprobs":null,"finish_reason":"length"}]}`+"\n\n"...)
+				buf = append(buf, `},"logprobs":null,"finish_reason":"`...)
+				buf = append(buf, r.finish...)
+				buf = append(buf, `"}]}`+"\n\n"...)
 			} else {
-				buf = append(buf, `"},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+				buf = append(buf, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 			}
 		}
 		if sent == r.maxTokens {
@@ -294,7 +404,7 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 					Model   string   `json:"model"`
 					Choices []string `json:"choices"`
 					Usage   usage    `json:"usage"`
-				}{resp.id, "chat.completion.chunk", resp.created, s.prof.Model, []string{}, r.usage()})
+				}{resp.id, "chat.completion.chunk", resp.created, resp.model, []string{}, r.usage()})
 				buf = append(buf, "data: "...)
 				buf = append(buf, b...)
 				buf = append(buf, "\n\n"...)
@@ -315,6 +425,16 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 	}
 }
 
+// completionCall is a tool call in a non-streamed answer.
+type completionCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
 // complete waits for the whole answer and writes one chat.completion.
 func (s *Sim) complete(ctx context.Context, w http.ResponseWriter, r *request, resp *response) {
 	have := 0
@@ -328,14 +448,33 @@ func (s *Sim) complete(ctx context.Context, w http.ResponseWriter, r *request, r
 		}
 		have = n
 	}
-	text := make([]byte, 0, r.maxTokens*6)
-	for i := range r.maxTokens {
-		text = append(text, s.word(i)...)
-	}
 	type message struct {
-		Role      string `json:"role"`
-		Content   string `json:"content"`
-		ToolCalls []any  `json:"tool_calls"`
+		Role      string           `json:"role"`
+		Content   *string          `json:"content"`
+		ToolCalls []completionCall `json:"tool_calls"`
+	}
+	msg := message{Role: "assistant", ToolCalls: []completionCall{}}
+	switch rep := r.reply; rep.kind {
+	case replyTool:
+		c := completionCall{ID: rep.callID, Type: "function"}
+		c.Function.Name = rep.tool
+		var args strings.Builder
+		for i := 1; i < r.maxTokens; i++ {
+			args.WriteString(rep.fragment(i, r.malformed))
+		}
+		c.Function.Arguments = args.String()
+		msg.ToolCalls = append(msg.ToolCalls, c)
+	default:
+		text := make([]byte, 0, r.maxTokens*6)
+		for i := range r.maxTokens {
+			if rep.kind == replyText {
+				text = append(text, rep.text[i]...)
+			} else {
+				text = append(text, s.word(i)...)
+			}
+		}
+		content := string(text)
+		msg.Content = &content
 	}
 	type choice struct {
 		Index        int     `json:"index"`
@@ -352,13 +491,17 @@ func (s *Sim) complete(ctx context.Context, w http.ResponseWriter, r *request, r
 		Choices []choice `json:"choices"`
 		Usage   usage    `json:"usage"`
 	}{
-		ID: resp.id, Object: "chat.completion", Created: resp.created, Model: s.prof.Model,
-		Choices: []choice{{Message: message{Role: "assistant", Content: string(text), ToolCalls: []any{}}, FinishReason: finishLength}},
+		ID: resp.id, Object: "chat.completion", Created: resp.created, Model: resp.model,
+		Choices: []choice{{Message: msg, FinishReason: r.finish}},
 		Usage:   r.usage(),
 	})
 }
 
 func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
+	if s.notReady(w) {
+		return
+	}
+	prof := s.life.Load().prof
 	type permission struct {
 		ID                 string  `json:"id"`
 		Object             string  `json:"object"`
@@ -388,8 +531,8 @@ func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
 		Object string `json:"object"`
 		Data   []card `json:"data"`
 	}{"list", []card{{
-		ID: s.prof.Model, Object: "model", Created: now, OwnedBy: "vllm", Root: s.prof.Model,
-		MaxModelLen: s.prof.MaxModelLen,
+		ID: prof.Model, Object: "model", Created: now, OwnedBy: s.pers.ownedBy, Root: prof.Model,
+		MaxModelLen: prof.MaxModelLen,
 		Permission: []permission{{
 			ID: "modelperm-" + strconv.FormatUint(mix64(s.seed+1), 16), Object: "model_permission", Created: now,
 			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
@@ -398,7 +541,7 @@ func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *Sim) health(w http.ResponseWriter, _ *http.Request) {
-	if !s.engineUp.Load() {
+	if !s.life.Load().up.Load() || s.faults.Load().notReady(s.clock.Now()) {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		return
 	}
@@ -408,6 +551,10 @@ func (s *Sim) health(w http.ResponseWriter, _ *http.Request) {
 // tokenize counts tokens like vLLM's /tokenize. Token ids are not modelled:
 // "tokens" is always an empty list; "count" is the word count.
 func (s *Sim) tokenize(w http.ResponseWriter, req *http.Request) {
+	if s.notReady(w) {
+		return
+	}
+	prof := s.life.Load().prof
 	var body struct {
 		Model    string          `json:"model"`
 		Prompt   json.RawMessage `json:"prompt"`
@@ -417,7 +564,7 @@ func (s *Sim) tokenize(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid tokenize request body: "+err.Error())
 		return
 	}
-	if body.Model != "" && body.Model != s.prof.Model {
+	if body.Model != "" && body.Model != prof.Model {
 		s.modelNotFound(w, body.Model)
 		return
 	}
@@ -444,5 +591,5 @@ func (s *Sim) tokenize(w http.ResponseWriter, req *http.Request) {
 		MaxModelLen int    `json:"max_model_len"`
 		Tokens      []int  `json:"tokens"`
 		TokenStrs   *[]any `json:"token_strs"`
-	}{scan.words, s.prof.MaxModelLen, []int{}, nil})
+	}{scan.words, prof.MaxModelLen, []int{}, nil})
 }

@@ -14,13 +14,18 @@ type request struct {
 	id        uint64
 	prompt    int      // prompt tokens
 	maxTokens int      // tokens to generate
+	maxParam  int      // the max_tokens the request allowed (maxTokens may be fewer)
+	finish    string   // the API finish reason once maxTokens are generated
+	reply     *reply   // what the tokens say
 	hashes    []uint64 // full prompt blocks
 	arrival   time.Duration
 	notify    chan struct{} // buffered 1; poked when produced grows
+	life      *life         // the engine life it was submitted to
 	// ---
-	produced atomic.Int64 // tokens generated so far
-	cached   atomic.Int64 // prompt tokens served from the prefix cache at first scheduling
-	aborted  atomic.Bool  // the client went away
+	malformed bool         // the malformed-tool-calls fault struck; set before the first token is published
+	produced  atomic.Int64 // tokens generated so far
+	cached    atomic.Int64 // prompt tokens served from the prefix cache at first scheduling
+	aborted   atomic.Bool  // the client went away
 
 	computed    int     // tokens whose KV is computed in the current residency
 	generated   int     // tokens sampled
@@ -29,6 +34,7 @@ type request struct {
 	chain       []int32 // cached prompt blocks found by the last prefix lookup while waiting
 	scheduled   bool    // scheduled at least once
 	done        bool
+	preemptions int // times preempted (SGLang: retracted)
 	scheduledAt time.Duration
 	firstAt     time.Duration
 	lastAt      time.Duration
@@ -49,6 +55,8 @@ type scheduledWork struct {
 // engine is the iteration loop. Only its goroutine touches its fields.
 type engine struct {
 	s       *Sim
+	l       *life
+	met     *metrics
 	p       Profile
 	kv      *blockPool
 	running []*request // in the order they started; the last is preempted first
@@ -56,30 +64,64 @@ type engine struct {
 	batch   []scheduledWork
 	end     time.Duration // modelled end of the last iteration
 	lagMax  float64
+	// preempted says the last schedule preempted a request (so an empty
+	// batch is worth retrying at once).
+	preempted bool
+	plan      iterationPlan
+	ratio     float64 // SGLang's new_token_ratio
 }
 
-func newEngine(s *Sim) *engine {
-	return &engine{s: s, p: s.prof, kv: newBlockPool(s.prof.KVCapacityTokens / s.prof.BlockSize)}
+func newEngine(s *Sim, l *life) *engine {
+	return &engine{s: s, l: l, met: l.met, p: l.prof, kv: newBlockPool(l.prof.KVCapacityTokens / l.prof.BlockSize), end: l.born, ratio: sglangInitRatio}
 }
 
-// run loops over iterations until ctx is done. Iteration k starts at the end
+// run loops over iterations until ctx is done (returning false) or the life
+// is killed by a crash fault (returning true). Iteration k starts at the end
 // of iteration k-1 when there is work, or at the arrival of the first request
 // after an idle spell; it waits for wall time to reach its modelled end and
 // only then hands out its tokens. When the host falls behind, the modelled
 // clock keeps its own pace (so metrics stay exact) and the lag is reported.
-func (e *engine) run(ctx context.Context) {
+func (e *engine) run(ctx context.Context) (crashed bool) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer e.shutdown()
+	// sleep waits for wall time to reach modelled time at, or for a poke
+	// when wakeable; it reports whether the engine must stop.
+	sleep := func(at time.Duration, wakeable bool) (stop, crash bool) {
+		var wake chan struct{}
+		if wakeable {
+			wake = e.l.wake
+		}
+		d := time.Until(e.s.clock.Wall(at))
+		if d <= 0 {
+			return false, false
+		}
+		timer.Reset(d)
+		defer timer.Stop()
+		select {
+		case <-ctx.Done():
+			return true, false
+		case <-e.l.kill:
+			return true, true
+		case <-timer.C:
+		case <-wake:
+		}
+		return false, false
+	}
 	for {
 		e.drain()
+		e.pin()
+		fs := e.s.faults.Load()
 		if len(e.running) == 0 && len(e.waiting) == 0 {
+			e.ratio = sglangInitRatio // SGLang resets new_token_ratio when idle
 			e.publish()
-			e.s.met.lag.Set(0)
+			e.met.lag.Set(0)
 			select {
 			case <-ctx.Done():
-				return
-			case <-e.s.wake:
+				return false
+			case <-e.l.kill:
+				return true
+			case <-e.l.wake:
 				continue
 			}
 		}
@@ -87,45 +129,82 @@ func (e *engine) run(ctx context.Context) {
 		if len(e.running) == 0 && e.waiting[0].arrival > start {
 			start = e.waiting[0].arrival
 		}
+		if fs.stalled(start) {
+			// A stall: no iteration runs until it ends (a poke re-reads the
+			// faults, which may have been cleared).
+			if stop, crash := sleep(fs.stallEnd, true); stop {
+				return crash
+			}
+			if now := e.s.clock.Now(); now > e.end {
+				e.end = min(now, fs.stallEnd)
+			}
+			continue
+		}
 		cost := e.schedule(start)
 		if len(e.batch) == 0 {
-			// Everything runnable was preempted this step; vLLM admits again
-			// on the next one.
 			e.end = start
+			if e.preempted {
+				// Everything runnable was preempted this step; vLLM admits
+				// again on the next one.
+				continue
+			}
+			// Nothing fits (a fault shrank the KV cache): wait for a change.
+			e.publish()
+			select {
+			case <-ctx.Done():
+				return false
+			case <-e.l.kill:
+				return true
+			case <-e.l.wake:
+			}
+			if now := e.s.clock.Now(); now > e.end {
+				e.end = now
+			}
 			continue
 		}
 		end := start + cost
-		if d := time.Until(e.s.clock.Wall(end)); d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			case <-timer.C:
-			}
+		if stop, crash := sleep(end, false); stop {
+			return crash
 		}
-		e.apply(end)
+		e.apply(end, fs)
 		e.end = end
 		lag := (e.s.clock.Now() - end).Seconds()
 		if lag < 0 {
 			lag = 0
 		}
-		e.s.met.lag.Set(lag)
+		e.met.lag.Set(lag)
 		if lag > e.lagMax {
 			e.lagMax = lag
-			e.s.met.lagMax.Set(lag)
+			e.met.lagMax.Set(lag)
 		}
-		e.s.met.iterations.Inc()
+		e.met.iterations.Inc()
 		e.publish()
+	}
+}
+
+// pin holds KV blocks out of use while a fault shrinks the cache, taking
+// them as they come free, and gives them back when the fault ends.
+func (e *engine) pin() {
+	want := 0
+	if c := e.s.faults.Load().f.KVCapacityTokens; c > 0 {
+		want = max(0, e.kv.total()-c/e.p.BlockSize)
+	}
+	for len(e.kv.pinned) < want && e.kv.available() > 0 {
+		e.kv.pinned = append(e.kv.pinned, e.kv.alloc())
+	}
+	for len(e.kv.pinned) > want {
+		n := len(e.kv.pinned) - 1
+		e.kv.release(e.kv.pinned[n])
+		e.kv.pinned = e.kv.pinned[:n]
 	}
 }
 
 // drain takes newly arrived requests and aborts from the handlers.
 func (e *engine) drain() {
-	e.s.mu.Lock()
-	in, ab := e.s.incoming, e.s.aborts
-	e.s.incoming, e.s.aborts = nil, nil
-	e.s.mu.Unlock()
+	e.l.mu.Lock()
+	in, ab := e.l.incoming, e.l.aborts
+	e.l.incoming, e.l.aborts = nil, nil
+	e.l.mu.Unlock()
 	e.waiting = append(e.waiting, in...)
 	for _, r := range ab {
 		if r.done {
@@ -138,21 +217,26 @@ func (e *engine) drain() {
 		}
 		e.free(r)
 		r.done = true
-		e.s.met.success[finishAbort].Inc()
+		e.l.inflight.Add(-1)
+		e.met.success[finishAbort].Inc()
 	}
 }
 
 // shutdown drops everything when the engine stops.
 func (e *engine) shutdown() {
 	e.running, e.waiting = nil, nil
-	e.s.met.running.Set(0)
-	e.s.met.waiting.Set(0)
+	e.met.running.Set(0)
+	e.met.waiting.Set(0)
 }
 
 func (e *engine) publish() {
-	e.s.met.running.Set(float64(len(e.running)))
-	e.s.met.waiting.Set(float64(len(e.waiting)))
-	e.s.met.kvUsage.Set(e.kv.usage())
+	e.met.running.Set(float64(len(e.running)))
+	e.met.waiting.Set(float64(len(e.waiting)))
+	e.met.kvUsage.Set(e.kv.usage())
+	e.met.usedTokens.Set(float64(e.kv.used * e.p.BlockSize))
+	if e.met.queryTokens > 0 {
+		e.met.cacheHitRate.Set(e.met.hitTokens / e.met.queryTokens)
+	}
 }
 
 // blocksFor is the number of blocks that hold n tokens.
@@ -215,7 +299,8 @@ func (e *engine) preemptLast() *request {
 	e.running = e.running[:len(e.running)-1]
 	e.free(v)
 	e.waiting = slices.Insert(e.waiting, 0, v)
-	e.s.met.preemptions.Inc()
+	e.met.preemptions.Inc()
+	v.preemptions++
 	return v
 }
 
@@ -225,92 +310,193 @@ func (e *engine) preemptLast() *request {
 // the sequence cap and the KV cache allow.
 func (e *engine) schedule(start time.Duration) time.Duration {
 	e.batch = e.batch[:0]
-	budget := e.p.MaxBatchedTokens
-	preempted := false
-	var decodeContext, prefillTokens int
-	var attention float64
+	e.plan = iterationPlan{budget: e.p.MaxBatchedTokens}
+	if e.s.pers.prefillFirst {
+		e.scheduleSGLang(start)
+	} else {
+		e.scheduleVLLM(start)
+	}
+	e.preempted = e.plan.preempted
+	pl := e.plan
+	cost := e.p.DecodeBaseSeconds +
+		e.p.DecodeSecondsPerKVToken*float64(pl.decodeContext) +
+		float64(pl.prefillTokens)/e.p.PrefillTokensPerSecond +
+		e.p.PrefillAttentionSecondsPerKVToken*pl.attention
+	e.met.iterationTokens.Observe(float64(pl.decodeTokens + pl.prefillTokens))
+	return time.Duration(cost * float64(time.Second))
+}
 
-	add := func(r *request, n int) {
-		decode := r.generated > 0 && r.pending() == 1
-		e.batch = append(e.batch, scheduledWork{r: r, tokens: n, decode: decode})
-		budget -= n
-		if decode {
-			decodeContext += r.computed + 1
-		} else {
-			prefillTokens += n
-			attention += float64(n) * (float64(r.computed) + float64(n)/2)
+// iterationPlan is what the iteration being planned holds so far.
+type iterationPlan struct {
+	budget        int // tokens left in the iteration's prefill budget
+	preempted     bool
+	decodeTokens  int
+	decodeContext int     // tokens of context read by the decodes
+	prefillTokens int     // prompt tokens computed
+	attention     float64 // prefill token-pairs of attention
+}
+
+// add puts n tokens of r's work into the iteration.
+func (e *engine) add(r *request, n int) {
+	decode := r.generated > 0 && r.pending() == 1
+	e.batch = append(e.batch, scheduledWork{r: r, tokens: n, decode: decode})
+	pl := &e.plan
+	if decode {
+		pl.decodeTokens += n
+		pl.decodeContext += r.computed + 1
+		if !e.s.pers.prefillFirst {
+			pl.budget -= n // vLLM's budget counts decode tokens; SGLang's chunk size does not
+		}
+		return
+	}
+	pl.budget -= n
+	pl.prefillTokens += n
+	pl.attention += float64(n) * (float64(r.computed) + float64(n)/2)
+}
+
+// continueRunning schedules running request r for n more tokens, preempting
+// the most recently started requests while KV blocks are short. It reports
+// false when r itself had to go.
+func (e *engine) continueRunning(i, n int) bool {
+	r := e.running[i]
+	for !e.grow(r, r.computed+n) {
+		e.plan.preempted = true
+		if e.preemptLast() == r {
+			break
 		}
 	}
+	if i >= len(e.running) || e.running[i] != r {
+		return false // r itself was preempted; it was the last running request
+	}
+	e.add(r, n)
+	return true
+}
 
-	for i := 0; i < len(e.running) && budget > 0; {
+// admit moves the head of the queue into the batch when the token budget,
+// the sequence cap and the KV cache allow, keeping reserve blocks free. It
+// reports whether it did.
+func (e *engine) admit(start time.Duration, reserve int) bool {
+	if len(e.waiting) == 0 || len(e.running) >= e.p.MaxNumSeqs || e.plan.budget <= 0 {
+		return false
+	}
+	r := e.waiting[0]
+	if r.arrival > start {
+		return false
+	}
+	target := r.prompt + r.generated
+	// Prefix cache: the longest chain of cached full prompt blocks, leaving
+	// at least one token to compute.
+	hits := e.prefixHits(r, min(len(r.hashes), (target-1)/e.p.BlockSize))
+	taken := 0 // cached blocks nobody holds, which cost an available block
+	for _, b := range r.chain[:hits] {
+		if e.kv.evictable(b) {
+			taken++
+		}
+	}
+	computed := hits * e.p.BlockSize
+	n := min(target-computed, e.plan.budget)
+	if e.blocksFor(computed+n)-hits+reserve > e.kv.available()-taken {
+		return false // wait for blocks, head of line, as both engines do
+	}
+	for _, b := range r.chain[:hits] {
+		e.kv.touch(b)
+		r.blocks = append(r.blocks, b)
+	}
+	r.chain = r.chain[:0]
+	r.computed = computed
+	r.registered = hits
+	e.grow(r, computed+n)
+	e.met.prefixQueries.Add(float64(target))
+	e.met.prefixHits.Add(float64(computed))
+	e.met.queryTokens += float64(target)
+	e.met.hitTokens += float64(computed)
+	if !r.scheduled {
+		r.scheduled = true
+		r.scheduledAt = start
+		r.cached.Store(int64(computed))
+		e.met.queueAtAdmit.Observe((start - r.arrival).Seconds())
+	}
+	e.waiting = e.waiting[1:]
+	e.running = append(e.running, r)
+	e.add(r, n)
+	return true
+}
+
+// scheduleVLLM plans a vLLM v1 iteration: running requests first (a decode
+// token each, or their next prefill chunk), then waiting requests in FCFS
+// order, prefill and decode mixed in one batch under one token budget.
+func (e *engine) scheduleVLLM(start time.Duration) {
+	for i := 0; i < len(e.running) && e.plan.budget > 0; i++ {
+		if !e.continueRunning(i, min(e.running[i].pending(), e.plan.budget)) {
+			break
+		}
+	}
+	for !e.plan.preempted && e.admit(start, 0) {
+	}
+}
+
+// SGLang's new-token-ratio defaults (SGLANG_INIT_NEW_TOKEN_RATIO,
+// SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR, SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS,
+// SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION).
+const (
+	sglangInitRatio     = 0.7
+	sglangMinRatio      = sglangInitRatio * 0.14
+	sglangRatioDecay    = (sglangInitRatio - sglangMinRatio) / 600
+	sglangClipNewTokens = 4096
+)
+
+// scheduleSGLang plans an SGLang iteration: a prefill ("extend") batch when
+// a chunked prefill is under way or a queued request can be admitted, else a
+// decode batch of every running request. Batches are not mixed (SGLang's
+// default without --enable-mixed-chunk), so decodes pause while a prefill
+// runs. Admission keeps KV free for the running requests' future tokens,
+// estimated as new_token_ratio x their remaining max_tokens.
+func (e *engine) scheduleSGLang(start time.Duration) {
+	// A chunked prefill under way continues first.
+	for i := 0; i < len(e.running) && e.plan.budget > 0; i++ {
 		r := e.running[i]
-		n := min(r.pending(), budget)
-		for !e.grow(r, r.computed+n) {
-			preempted = true
-			if e.preemptLast() == r {
+		if r.pending() > 1 || r.generated == 0 {
+			if !e.continueRunning(i, min(r.pending(), e.plan.budget)) {
 				break
 			}
 		}
-		if i >= len(e.running) || e.running[i] != r {
-			break // r itself was preempted; it was the last running request
-		}
-		add(r, n)
-		i++
 	}
-
-	for !preempted && len(e.waiting) > 0 && len(e.running) < e.p.MaxNumSeqs && budget > 0 {
-		r := e.waiting[0]
-		if r.arrival > start {
+	if !e.plan.preempted {
+		reserve := 0.0
+		for _, r := range e.running {
+			reserve += e.ratio * float64(min(r.maxTokens-r.generated, sglangClipNewTokens))
+		}
+		for len(e.waiting) > 0 {
+			r := e.waiting[0]
+			own := e.ratio * float64(min(r.maxTokens-r.generated, sglangClipNewTokens))
+			if !e.admit(start, e.blocksFor(int(reserve+own))) {
+				break
+			}
+			reserve += own
+		}
+	}
+	if len(e.batch) > 0 || e.plan.preempted {
+		return
+	}
+	// A decode batch: one token for every running request; a KV shortage
+	// retracts requests and raises the ratio back to its start.
+	for i := 0; i < len(e.running); i++ {
+		if !e.continueRunning(i, 1) {
 			break
 		}
-		target := r.prompt + r.generated
-		// Prefix cache: the longest chain of cached full prompt blocks,
-		// leaving at least one token to compute.
-		hits := e.prefixHits(r, min(len(r.hashes), (target-1)/e.p.BlockSize))
-		taken := 0 // cached blocks nobody holds, which cost an available block
-		for _, b := range r.chain[:hits] {
-			if e.kv.evictable(b) {
-				taken++
-			}
-		}
-		computed := hits * e.p.BlockSize
-		n := min(target-computed, budget)
-		if e.blocksFor(computed+n)-hits > e.kv.available()-taken {
-			break // wait for blocks, head of line, as vLLM does
-		}
-		for _, b := range r.chain[:hits] {
-			e.kv.touch(b)
-			r.blocks = append(r.blocks, b)
-		}
-		r.chain = r.chain[:0]
-		r.computed = computed
-		r.registered = hits
-		e.grow(r, computed+n)
-		e.s.met.prefixQueries.Add(float64(target))
-		e.s.met.prefixHits.Add(float64(computed))
-		if !r.scheduled {
-			r.scheduled = true
-			r.scheduledAt = start
-			r.cached.Store(int64(computed))
-		}
-		e.waiting = e.waiting[1:]
-		e.running = append(e.running, r)
-		add(r, n)
 	}
-
-	cost := e.p.DecodeBaseSeconds +
-		e.p.DecodeSecondsPerKVToken*float64(decodeContext) +
-		float64(prefillTokens)/e.p.PrefillTokensPerSecond +
-		e.p.PrefillAttentionSecondsPerKVToken*attention
-	e.s.met.iterationTokens.Observe(float64(e.p.MaxBatchedTokens - budget))
-	return time.Duration(cost * float64(time.Second))
+	if e.plan.preempted {
+		e.ratio = sglangInitRatio
+	} else {
+		e.ratio = max(sglangMinRatio, e.ratio-sglangRatioDecay)
+	}
 }
 
 // apply lands the planned iteration at its modelled end: KV progress, newly
 // full prompt blocks into the prefix cache, sampled tokens to the handlers,
 // and finished requests out of the batch.
-func (e *engine) apply(end time.Duration) {
-	m := e.s.met
+func (e *engine) apply(end time.Duration, fs *faultState) {
+	m := e.met
 	finished := false
 	generated := 0
 	for _, w := range e.batch {
@@ -329,6 +515,9 @@ func (e *engine) apply(end time.Duration) {
 		r.generated++
 		generated++
 		if r.generated == 1 {
+			if n := fs.f.MalformedToolCallsAbove; n > 0 && r.reply != nil && r.reply.kind == replyTool && e.l.inflight.Load() > int64(n) {
+				r.malformed = true // published with produced below
+			}
 			r.firstAt = end
 			m.ttft.Observe((end - r.arrival).Seconds())
 			m.promptTokens.Add(float64(r.prompt))
@@ -354,11 +543,17 @@ func (e *engine) apply(end time.Duration) {
 
 // finish records a request that generated all its tokens and frees its blocks.
 func (e *engine) finish(r *request) {
-	m := e.s.met
+	m := e.met
 	r.done = true
 	e.free(r)
+	e.l.inflight.Add(-1)
 	decode := r.lastAt - r.firstAt
-	m.success[finishLength].Inc()
+	switch r.finish {
+	case finishStop, finishToolCalls:
+		m.success[finishStop].Inc()
+	default:
+		m.success[finishLength].Inc()
+	}
 	m.e2e.Observe((r.lastAt - r.arrival).Seconds())
 	m.queue.Observe((r.scheduledAt - r.arrival).Seconds())
 	m.prefill.Observe((r.firstAt - r.scheduledAt).Seconds())
@@ -366,7 +561,11 @@ func (e *engine) finish(r *request) {
 	m.inference.Observe((r.lastAt - r.scheduledAt).Seconds())
 	m.promptHist.Observe(float64(r.prompt))
 	m.generationHist.Observe(float64(r.generated))
-	m.maxTokensReq.Observe(float64(r.maxTokens))
+	m.maxTokensReq.Observe(float64(r.maxParam))
+	m.promptTokensDone.Add(float64(r.prompt))
+	m.generationTokensDone.Add(float64(r.generated))
+	m.cachedTokensDone.Add(float64(r.cached.Load()))
+	m.retractions.Observe(float64(r.preemptions))
 	tpot := 0.0
 	if r.generated > 1 {
 		tpot = decode.Seconds() / float64(r.generated-1)

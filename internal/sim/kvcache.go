@@ -17,7 +17,8 @@ type blockPool struct {
 
 	free   []int32 // stack of uncached blocks with ref == 0
 	byHash map[uint64]int32
-	used   int // blocks with ref > 0
+	used   int     // blocks with ref > 0
+	pinned []int32 // blocks held out of use by the KV-shrink fault
 }
 
 func newBlockPool(n int) *blockPool {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Finish reasons, as vLLM labels vllm:request_success_total{finished_reason}.
@@ -13,6 +14,9 @@ const (
 	finishStop   = "stop"
 	finishLength = "length"
 	finishAbort  = "abort"
+	// finishToolCalls is the API's finish reason for an answer that ends in
+	// a tool call; the engine saw a stop, and counts it as one.
+	finishToolCalls = "tool_calls"
 )
 
 // Bucket boundaries as vLLM v1 declares them (vllm/v1/metrics/loggers.py).
@@ -47,82 +51,135 @@ func buckets125(max int) []float64 {
 	}
 }
 
-// metrics holds the simulator's Prometheus series on its own registry. Names,
-// types, labels and buckets follow vLLM v1; every time is in modelled seconds.
+// metrics holds the simulator's Prometheus series on its own registry. The
+// engine feeds every field; a personality registers the series its engine
+// exposes, with that engine's names, labels and buckets, and leaves the rest
+// unregistered (fed and never shown). Every time is in modelled seconds.
 type metrics struct {
 	reg *prometheus.Registry
 
 	running, waiting, kvUsage prometheus.Gauge
+	usedTokens, cacheHitRate  prometheus.Gauge // SGLang's num_used_tokens and cache_hit_rate
 
 	prefixQueries, prefixHits, preemptions prometheus.Counter
-	promptTokens, generationTokens         prometheus.Counter
-	success                                map[string]prometheus.Counter
+	promptTokens, generationTokens         prometheus.Counter // per token as it is computed (vLLM)
+	// At a request's end (SGLang's tokenizer counts there).
+	promptTokensDone, generationTokensDone, cachedTokensDone prometheus.Counter
+	success                                                  map[string]prometheus.Counter // by engine finish reason
 
 	ttft, itl, tpot                          prometheus.Observer
 	e2e, queue, inference, prefill, decode   prometheus.Observer
+	queueAtAdmit                             prometheus.Observer // SGLang observes queue time when a request is scheduled
 	promptHist, generationHist, maxTokensReq prometheus.Observer
 	iterationTokens                          prometheus.Observer
+	retractions                              prometheus.Observer // preemptions per finished request (SGLang)
 
 	http *prometheus.CounterVec
 
 	lag, lagMax prometheus.Gauge
 	iterations  prometheus.Counter
+
+	// hits and queries since start, for SGLang's cache_hit_rate gauge.
+	hitTokens, queryTokens float64
 }
 
-func newMetrics(p Profile) *metrics {
-	reg := prometheus.NewRegistry()
-	labels := []string{"model_name", "engine"}
-	values := []string{p.Model, "0"}
+// unregistered returns metrics whose every series is fed and never exposed;
+// each personality replaces the ones its engine has.
+func unregistered() *metrics {
+	g := func() prometheus.Gauge { return prometheus.NewGauge(prometheus.GaugeOpts{Name: "unexposed"}) }
+	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "unexposed"}) }
+	h := func() prometheus.Observer {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unexposed"})
+	}
+	m := &metrics{
+		reg:     prometheus.NewRegistry(),
+		running: g(), waiting: g(), kvUsage: g(), usedTokens: g(), cacheHitRate: g(),
+		prefixQueries: c(), prefixHits: c(), preemptions: c(), promptTokens: c(), generationTokens: c(),
+		promptTokensDone: c(), generationTokensDone: c(), cachedTokensDone: c(),
+		success: map[string]prometheus.Counter{finishStop: c(), finishLength: c(), finishAbort: c()},
+		ttft:    h(), itl: h(), tpot: h(), e2e: h(), queue: h(), inference: h(), prefill: h(), decode: h(),
+		queueAtAdmit: h(), promptHist: h(), generationHist: h(), maxTokensReq: h(), iterationTokens: h(), retractions: h(),
+		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "unexposed"}, []string{"handler", "method", "status"}),
+	}
+	m.lag = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "headroom_sim_lag_seconds",
+		Help: "How far the simulated engine's modelled clock is behind wall time (modelled seconds); near zero when the host keeps up.",
+	})
+	m.lagMax = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "headroom_sim_lag_max_seconds",
+		Help: "The largest lag seen since start (modelled seconds).",
+	})
+	m.iterations = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "headroom_sim_iterations_total",
+		Help: "Engine iterations run.",
+	})
+	m.reg.MustRegister(m.lag, m.lagMax, m.iterations)
+	return m
+}
 
-	gauge := func(name, help string) prometheus.Gauge {
-		v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
-		reg.MustRegister(v)
-		return v.WithLabelValues(values...)
-	}
-	counter := func(name, help string) prometheus.Counter {
-		v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-		reg.MustRegister(v)
-		return v.WithLabelValues(values...)
-	}
-	histogram := func(name, help string, buckets []float64) prometheus.Observer {
-		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-		reg.MustRegister(v)
-		return v.WithLabelValues(values...)
-	}
+// family registers metric families that share one label set and value set.
+type family struct {
+	reg    *prometheus.Registry
+	labels []string
+	values []string
+}
+
+func (f family) gauge(name, help string) prometheus.Gauge {
+	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, f.labels)
+	f.reg.MustRegister(v)
+	return v.WithLabelValues(f.values...)
+}
+
+func (f family) counter(name, help string) prometheus.Counter {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, f.labels)
+	f.reg.MustRegister(v)
+	return v.WithLabelValues(f.values...)
+}
+
+func (f family) histogram(name, help string, buckets []float64) prometheus.Observer {
+	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, f.labels)
+	f.reg.MustRegister(v)
+	return v.WithLabelValues(f.values...)
+}
+
+// newMetrics registers vLLM v1's series (vllm/v1/metrics/loggers.py) and the
+// API server's http_requests_total.
+func newMetrics(p Profile) *metrics {
+	m := unregistered()
+	reg := m.reg
+	f := family{reg, []string{"model_name", "engine"}, []string{p.Model, "0"}}
 	tokenBuckets := buckets125(p.MaxModelLen)
 
-	m := &metrics{reg: reg}
-	m.running = gauge("vllm:num_requests_running", "Requests in the running batch.")
-	m.waiting = gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.")
-	m.kvUsage = gauge("vllm:kv_cache_usage_perc", "Fraction of KV-cache blocks held by requests (1 is full).")
-	m.prefixQueries = counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.")
-	m.prefixHits = counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.")
-	m.preemptions = counter("vllm:num_preemptions_total", "Requests preempted (recompute) for lack of KV blocks.")
-	m.promptTokens = counter("vllm:prompt_tokens_total", "Prompt tokens of requests that produced their first token.")
-	m.generationTokens = counter("vllm:generation_tokens_total", "Generated tokens.")
+	m.running = f.gauge("vllm:num_requests_running", "Requests in the running batch.")
+	m.waiting = f.gauge("vllm:num_requests_waiting", "Requests waiting to be scheduled.")
+	m.kvUsage = f.gauge("vllm:kv_cache_usage_perc", "Fraction of KV-cache blocks held by requests (1 is full).")
+	m.prefixQueries = f.counter("vllm:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.")
+	m.prefixHits = f.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.")
+	m.preemptions = f.counter("vllm:num_preemptions_total", "Requests preempted (recompute) for lack of KV blocks.")
+	m.promptTokens = f.counter("vllm:prompt_tokens_total", "Prompt tokens of requests that produced their first token.")
+	m.generationTokens = f.counter("vllm:generation_tokens_total", "Generated tokens.")
 
 	succ := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vllm:request_success_total",
 		Help: "Finished requests by finish reason.",
-	}, append(append([]string{}, labels...), "finished_reason"))
+	}, append(append([]string{}, f.labels...), "finished_reason"))
 	reg.MustRegister(succ)
-	m.success = map[string]prometheus.Counter{}
 	for _, r := range []string{finishStop, finishLength, finishAbort} {
 		m.success[r] = succ.WithLabelValues(p.Model, "0", r)
 	}
 
-	m.ttft = histogram("vllm:time_to_first_token_seconds", "Time to first token (modelled seconds).", ttftBuckets)
-	m.itl = histogram("vllm:inter_token_latency_seconds", "Time between successive output tokens (modelled seconds).", tokenLatencyBuckets)
-	m.tpot = histogram("vllm:request_time_per_output_token_seconds", "Per request: decode time over output tokens after the first (modelled seconds).", tokenLatencyBuckets)
-	m.e2e = histogram("vllm:e2e_request_latency_seconds", "Arrival to last token (modelled seconds).", requestLatencyBuckets)
-	m.queue = histogram("vllm:request_queue_time_seconds", "Arrival to first scheduled (modelled seconds).", requestLatencyBuckets)
-	m.inference = histogram("vllm:request_inference_time_seconds", "First scheduled to last token (modelled seconds).", requestLatencyBuckets)
-	m.prefill = histogram("vllm:request_prefill_time_seconds", "First scheduled to first token (modelled seconds).", requestLatencyBuckets)
-	m.decode = histogram("vllm:request_decode_time_seconds", "First token to last token (modelled seconds).", requestLatencyBuckets)
-	m.promptHist = histogram("vllm:request_prompt_tokens", "Prompt tokens per finished request.", tokenBuckets)
-	m.generationHist = histogram("vllm:request_generation_tokens", "Generated tokens per finished request.", tokenBuckets)
-	m.maxTokensReq = histogram("vllm:request_params_max_tokens", "The max_tokens of finished requests.", tokenBuckets)
-	m.iterationTokens = histogram("vllm:iteration_tokens_total", "Tokens (prefill plus decode) per engine iteration.", iterationTokenBuckets)
+	m.ttft = f.histogram("vllm:time_to_first_token_seconds", "Time to first token (modelled seconds).", ttftBuckets)
+	m.itl = f.histogram("vllm:inter_token_latency_seconds", "Time between successive output tokens (modelled seconds).", tokenLatencyBuckets)
+	m.tpot = f.histogram("vllm:request_time_per_output_token_seconds", "Per request: decode time over output tokens after the first (modelled seconds).", tokenLatencyBuckets)
+	m.e2e = f.histogram("vllm:e2e_request_latency_seconds", "Arrival to last token (modelled seconds).", requestLatencyBuckets)
+	m.queue = f.histogram("vllm:request_queue_time_seconds", "Arrival to first scheduled (modelled seconds).", requestLatencyBuckets)
+	m.inference = f.histogram("vllm:request_inference_time_seconds", "First scheduled to last token (modelled seconds).", requestLatencyBuckets)
+	m.prefill = f.histogram("vllm:request_prefill_time_seconds", "First scheduled to first token (modelled seconds).", requestLatencyBuckets)
+	m.decode = f.histogram("vllm:request_decode_time_seconds", "First token to last token (modelled seconds).", requestLatencyBuckets)
+	m.promptHist = f.histogram("vllm:request_prompt_tokens", "Prompt tokens per finished request.", tokenBuckets)
+	m.generationHist = f.histogram("vllm:request_generation_tokens", "Generated tokens per finished request.", tokenBuckets)
+	m.maxTokensReq = f.histogram("vllm:request_params_max_tokens", "The max_tokens of finished requests.", tokenBuckets)
+	m.iterationTokens = f.histogram("vllm:iteration_tokens_total", "Tokens (prefill plus decode) per engine iteration.", iterationTokenBuckets)
 
 	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "vllm:cache_config_info",
@@ -136,25 +193,74 @@ func newMetrics(p Profile) *metrics {
 		Help: "HTTP requests by handler, method and grouped status (2xx, 4xx, 5xx).",
 	}, []string{"handler", "method", "status"})
 	reg.MustRegister(m.http)
-
-	m.lag = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "headroom_sim_lag_seconds",
-		Help: "How far the simulated engine's modelled clock is behind wall time (modelled seconds); near zero when the host keeps up.",
-	})
-	m.lagMax = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "headroom_sim_lag_max_seconds",
-		Help: "The largest lag seen since start (modelled seconds).",
-	})
-	m.iterations = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "headroom_sim_iterations_total",
-		Help: "Engine iterations run.",
-	})
-	reg.MustRegister(m.lag, m.lagMax, m.iterations)
 	return m
 }
 
-func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+// SGLang's default bucket boundaries (python/sglang/srt/metrics/collector.py).
+var (
+	sglangTTFTBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400}
+	sglangE2EBuckets  = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600, 1200, 1800, 2400}
+	sglangITLBuckets  = []float64{
+		0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040,
+		0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000,
+	}
+	sglangQueueBuckets = []float64{
+		0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+		200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000, 2500, 3000,
+	}
+	sglangRetractionBuckets = []float64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 75, 100}
+)
+
+// newSGLangMetrics registers SGLang's series as `--enable-metrics` exposes
+// them: the tokenizer manager's (label model_name; counted when a request
+// ends) and the scheduler's (labels engine_type, model_name, tp_rank,
+// pp_rank, moe_ep_rank of the one reporting rank). SGLang serves no HTTP
+// status counters.
+func newSGLangMetrics(p Profile) *metrics {
+	m := unregistered()
+	tok := family{m.reg, []string{"model_name"}, []string{p.Model}}
+	sched := family{m.reg,
+		[]string{"engine_type", "model_name", "moe_ep_rank", "pp_rank", "tp_rank"},
+		[]string{"unified", p.Model, "0", "0", "0"}}
+
+	m.promptTokensDone = tok.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.")
+	m.generationTokensDone = tok.counter("sglang:generation_tokens_total", "Number of generation tokens processed.")
+	m.cachedTokensDone = tok.counter("sglang:cached_tokens_total", "Number of cached prompt tokens.")
+	done := tok.counter("sglang:num_requests_total", "Number of requests processed.")
+	m.success[finishStop], m.success[finishLength] = done, done
+	m.success[finishAbort] = tok.counter("sglang:num_aborted_requests_total", "Number of requests aborted.")
+	m.ttft = tok.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", sglangTTFTBuckets)
+	m.itl = tok.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", sglangITLBuckets)
+	m.e2e = tok.histogram("sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds", sglangE2EBuckets)
+	m.retractions = tok.histogram("sglang:num_retractions", "Histogram of retraction counts per request.", sglangRetractionBuckets)
+
+	m.running = sched.gauge("sglang:num_running_reqs", "The number of running requests.")
+	m.waiting = sched.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.")
+	m.kvUsage = sched.gauge("sglang:token_usage", "The token usage.")
+	m.usedTokens = sched.gauge("sglang:num_used_tokens", "The number of used tokens.")
+	m.cacheHitRate = sched.gauge("sglang:cache_hit_rate", "The prefix cache hit rate.")
+	sched.gauge("sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.").Set(float64(p.KVCapacityTokens))
+	m.preemptions = sched.counter("sglang:num_retracted_requests_total", "Total number of retracted requests.")
+	m.queueAtAdmit = sched.histogram("sglang:queue_time_seconds", "Histogram of queueing time in seconds.", sglangQueueBuckets)
+	return m
+}
+
+// handler serves the registry, leaving out the families named in hide.
+func (m *metrics) handler(hide map[string]bool) http.Handler {
+	if len(hide) == 0 {
+		return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+	}
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := m.reg.Gather()
+		out := fams[:0]
+		for _, f := range fams {
+			if !hide[f.GetName()] {
+				out = append(out, f)
+			}
+		}
+		return out, err
+	})
+	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 }
 
 // statusGroup turns 404 into "4xx", as prometheus-fastapi-instrumentator does.

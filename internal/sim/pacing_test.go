@@ -38,7 +38,7 @@ func TestPacingOnVirtualClock(t *testing.T) {
 
 				r := &request{id: 1, prompt: tc.prompt, maxTokens: tc.maxTokens, notify: make(chan struct{}, 1)}
 				wall := time.Now()
-				if err := s.submit(r); err != nil {
+				if err := s.submit(s.life.Load(), r); err != nil {
 					t.Fatal(err)
 				}
 				for have := 0; have < tc.maxTokens; {
@@ -63,7 +63,7 @@ func TestPacingOnVirtualClock(t *testing.T) {
 					t.Errorf("wall time %v, want modelled %.6fs / scale %g = %v", took, modelled, tc.scale, want)
 				}
 				var lag dto.Metric
-				if err := s.met.lagMax.Write(&lag); err != nil {
+				if err := s.life.Load().met.lagMax.Write(&lag); err != nil {
 					t.Fatal(err)
 				}
 				if got := lag.GetGauge().GetValue(); got > 1e-6 {

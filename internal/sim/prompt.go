@@ -247,6 +247,12 @@ func trimJSONSpace(b []byte) []byte {
 	return b
 }
 
+// digest is a hash of the whole prompt (every word and message boundary),
+// valid after finish.
+func (p *promptScan) digest() uint64 {
+	return mix64(p.parent*fnvPrime ^ p.blockAcc ^ uint64(p.words)<<32 ^ uint64(p.inBlock))
+}
+
 // finish ends the last word; the partial last block is not hashed (only full
 // blocks are cacheable, as in vLLM).
 func (p *promptScan) finish() {

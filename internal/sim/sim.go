@@ -137,50 +137,100 @@ func (p Profile) Validate() error {
 // Options configures a simulator.
 type Options struct {
 	Profile Profile
+	// Personality is the engine the simulator behaves like: "vllm" (the
+	// default when empty) or "sglang". It picks the scheduler's policy and
+	// the metric names, labels and buckets /metrics exposes.
+	Personality string
 	// Scale is modelled seconds per wall second (1 is real time; the default
 	// demo uses about 60).
 	Scale float64
-	// Seed makes response ids and the generated words reproducible.
+	// Seed makes response ids, the generated words and tool-call arguments
+	// reproducible.
 	Seed uint64
 	// FlushInterval is the wall time a stream waits after each write so that
 	// the tokens of several iterations go out in one write; 0 picks 1 ms,
 	// a negative value writes after every iteration. The first token is never
 	// delayed, and metrics do not depend on it.
 	FlushInterval time.Duration
+	// Faults are injected from the start; their windows count from the
+	// simulator's creation. They can be replaced at run time through
+	// POST /admin/faults (see Faults).
+	Faults Faults
 }
 
 // Sim is one simulated engine and its HTTP gateway.
 type Sim struct {
-	prof    Profile
+	prof    Profile // as configured; faults may serve another (see life.prof)
+	pers    personality
 	seed    uint64
 	flush   time.Duration
 	clock   *timescale.Clock
-	met     *metrics
 	handler http.Handler
 	words   []string // the answer vocabulary, each word ending in a space
 
-	mu       sync.Mutex
-	incoming []*request
-	aborts   []*request
-	wake     chan struct{}
-	nextID   atomic.Uint64
+	life   atomic.Pointer[life]       // the engine's current life; replaced after a crash
+	faults atomic.Pointer[faultState] // the faults in force
+	nextID atomic.Uint64
+	chats  atomic.Uint64 // chat requests seen, for deterministic refusals
 
-	engineUp atomic.Bool
-	stopped  chan struct{} // closed when the engine stops
-	runOnce  sync.Once
+	down      atomic.Bool   // crashed: connections are refused until the restart
+	downUntil atomic.Int64  // modelled time (ns) the crashed engine comes back
+	crashReq  chan struct{} // buffered 1: a crash was asked for (the timers of crash faults)
+	faultMu   sync.Mutex    // serialises fault changes
+	faultStop context.CancelFunc
+
+	stopped chan struct{} // closed when Run returns
+	runOnce sync.Once
 
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
 
 	srvMu sync.Mutex
-	srv   *http.Server
+	srv   *http.Server  // nil while crashed
+	addr  string        // the address Start listens on, kept for restarts
 	done  chan struct{} // closed when Run returns (Start only)
 }
+
+// life is one run of the engine, from start to crash or stop: its own queue,
+// KV cache and metrics registry, so a restart begins with counters at zero.
+type life struct {
+	prof Profile // the profile this life serves (faults may change model and context)
+	met  *metrics
+	born time.Duration // modelled time the life began; no request arrives earlier
+
+	mu       sync.Mutex
+	incoming []*request
+	aborts   []*request
+	wake     chan struct{}
+
+	up       atomic.Bool   // accepting requests
+	inflight atomic.Int64  // requests submitted and not yet done
+	stopped  chan struct{} // closed when this life's engine stops
+	kill     chan struct{} // closed to crash it
+	killOnce sync.Once
+}
+
+func (s *Sim) newLife(p Profile) *life {
+	return &life{
+		born:    s.clock.Now(),
+		prof:    p,
+		met:     s.pers.metrics(p),
+		wake:    make(chan struct{}, 1),
+		stopped: make(chan struct{}),
+		kill:    make(chan struct{}),
+	}
+}
+
+func (l *life) crash() { l.killOnce.Do(func() { close(l.kill) }) }
 
 // New validates the options and builds a simulator. Nothing runs until Start
 // or Run.
 func New(opts Options) (*Sim, error) {
 	if err := opts.Profile.Validate(); err != nil {
+		return nil, err
+	}
+	pers, err := personalityByName(opts.Personality)
+	if err != nil {
 		return nil, err
 	}
 	clock, err := timescale.New(opts.Scale)
@@ -195,46 +245,69 @@ func New(opts Options) (*Sim, error) {
 		flush = 0
 	}
 	s := &Sim{
-		prof:    opts.Profile,
-		seed:    opts.Seed,
-		flush:   flush,
-		clock:   clock,
-		met:     newMetrics(opts.Profile),
-		wake:    make(chan struct{}, 1),
-		stopped: make(chan struct{}),
-		words:   answerWords(opts.Seed),
+		prof:     opts.Profile,
+		pers:     pers,
+		seed:     opts.Seed,
+		flush:    flush,
+		clock:    clock,
+		stopped:  make(chan struct{}),
+		crashReq: make(chan struct{}, 1),
+		words:    answerWords(opts.Seed),
 	}
 	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
+	fs, err := s.newFaultState(opts.Faults, 0)
+	if err != nil {
+		return nil, fmt.Errorf("sim options: %w", err)
+	}
+	s.faults.Store(fs)
+	s.life.Store(s.newLife(fs.profile))
+	s.armFaults(fs, nil)
 	s.handler = s.routes()
 	return s, nil
 }
 
-// Profile is the profile the simulator models.
+// Profile is the profile the simulator was built with.
 func (s *Sim) Profile() Profile { return s.prof }
 
-// Handler serves the OpenAI-compatible API, /health, /tokenize and /metrics.
-// Someone mounting it without Start must also call Run, or chat requests are
-// refused with 503.
+// Handler serves the OpenAI-compatible API, /health, /tokenize, /metrics and
+// the loopback-only /admin/faults. Someone mounting it without Start must
+// also call Run, or chat requests are refused with 503.
 func (s *Sim) Handler() http.Handler { return s.handler }
 
 // Run runs the engine until ctx is done or Close is called, for callers that
-// mount Handler themselves. A simulator's engine runs at most once; a second
-// call returns an error at once.
+// mount Handler themselves. A crash fault stops the engine and Run starts a
+// fresh one (new queue, KV cache and metrics) when the crash window ends. A
+// simulator's engine runs at most once; a second call returns an error at once.
 func (s *Sim) Run(ctx context.Context) error {
 	started := false
 	s.runOnce.Do(func() { started = true })
 	if !started {
 		return errors.New("sim: the engine already ran; make a new Sim to run another")
 	}
-	s.engineUp.Store(true)
+	defer close(s.stopped)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.closeCtx, cancel)
 	defer stop()
-	newEngine(s).run(ctx)
-	s.engineUp.Store(false)
-	close(s.stopped)
-	return nil
+	for {
+		l := s.life.Load()
+		l.up.Store(true)
+		crashed := newEngine(s, l).run(ctx)
+		l.up.Store(false)
+		close(l.stopped)
+		if !crashed {
+			return nil
+		}
+		// Down: connections are refused until the crash window ends.
+		until := time.Duration(s.downUntil.Load())
+		if err := s.clock.SleepUntil(ctx, until); err != nil {
+			return nil
+		}
+		s.life.Store(s.newLife(s.faults.Load().profile))
+		s.life.Load().up.Store(true)
+		s.reopen()
+		s.down.Store(false)
+	}
 }
 
 // Start runs the engine and serves HTTP on addr (such as "127.0.0.1:0") and
@@ -245,35 +318,81 @@ func (s *Sim) Start(addr string) (string, error) {
 		return "", fmt.Errorf("sim: listen on %s: %w; pick a free address such as 127.0.0.1:0", addr, err)
 	}
 	s.srvMu.Lock()
-	if s.srv != nil {
+	if s.done != nil {
 		s.srvMu.Unlock()
 		ln.Close()
 		return "", errors.New("sim: already started; make a new Sim to serve again")
 	}
+	s.addr = ln.Addr().String()
 	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
 	s.done = make(chan struct{})
 	srv, done := s.srv, s.done
 	s.srvMu.Unlock()
 
-	s.engineUp.Store(true) // accept requests before the engine goroutine is scheduled
+	s.life.Load().up.Store(true) // accept requests before the engine goroutine is scheduled
 	go func() {
 		defer close(done)
 		_ = s.Run(s.closeCtx)
 	}()
 	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), nil
+	return "http://" + s.addr, nil
+}
+
+// reopen listens again on the address Start used, after a crash.
+func (s *Sim) reopen() {
+	s.srvMu.Lock()
+	defer s.srvMu.Unlock()
+	if s.addr == "" || s.srv != nil || s.closeCtx.Err() != nil {
+		return
+	}
+	var ln net.Listener
+	var err error
+	for range 100 { // the old socket may linger a moment
+		if ln, err = net.Listen("tcp", s.addr); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err != nil {
+		return // stays down; Close still works
+	}
+	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
+	go func(srv *http.Server) { _ = srv.Serve(ln) }(s.srv)
+}
+
+// crash kills the engine now and keeps it down until the modelled time
+// until: open streams are cut, and with Start the listener closes so
+// connections are refused.
+func (s *Sim) crash(until time.Duration) {
+	s.downUntil.Store(int64(until))
+	s.down.Store(true)
+	s.life.Load().crash()
+	s.srvMu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.srvMu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
 }
 
 // Close stops the engine and the server. Open streams end promptly.
 func (s *Sim) Close() error {
 	s.closeCancel()
+	s.stopFaults()
 	s.srvMu.Lock()
-	srv, done := s.srv, s.done
+	done := s.done
+	s.srvMu.Unlock()
+	if done == nil {
+		return nil
+	}
+	<-done // the engine is down, so every stream handler returns
+	s.srvMu.Lock()
+	srv := s.srv
 	s.srvMu.Unlock()
 	if srv == nil {
 		return nil
 	}
-	<-done // the engine is down, so every stream handler returns
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -284,32 +403,39 @@ func (s *Sim) Close() error {
 }
 
 // submit queues a request for the engine and wakes it.
-func (s *Sim) submit(r *request) error {
-	if !s.engineUp.Load() {
+func (s *Sim) submit(l *life, r *request) error {
+	if !l.up.Load() {
 		return errEngineDown
 	}
-	s.mu.Lock()
+	r.life = l
+	l.inflight.Add(1)
+	l.mu.Lock()
 	r.arrival = s.clock.Now() // under the lock, so the queue is in arrival order
-	s.incoming = append(s.incoming, r)
-	s.mu.Unlock()
-	s.poke()
+	l.incoming = append(l.incoming, r)
+	l.mu.Unlock()
+	l.poke()
 	return nil
 }
 
-// abort asks the engine to drop a request whose client went away.
+// abort asks the engine to drop a request whose client went away, unless a
+// fault keeps the engine from hearing of it.
 func (s *Sim) abort(r *request) {
+	if s.faults.Load().f.IgnoreDisconnects {
+		return
+	}
 	if r.aborted.Swap(true) {
 		return
 	}
-	s.mu.Lock()
-	s.aborts = append(s.aborts, r)
-	s.mu.Unlock()
-	s.poke()
+	l := r.life
+	l.mu.Lock()
+	l.aborts = append(l.aborts, r)
+	l.mu.Unlock()
+	l.poke()
 }
 
-func (s *Sim) poke() {
+func (l *life) poke() {
 	select {
-	case s.wake <- struct{}{}:
+	case l.wake <- struct{}{}:
 	default:
 	}
 }

@@ -490,7 +490,7 @@ func TestHandlerWithRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- s.Run(ctx) }()
-	waitMetric(t, srv.URL, "the engine to start", func(map[string]*dto.MetricFamily) bool { return s.engineUp.Load() })
+	waitMetric(t, srv.URL, "the engine to start", func(map[string]*dto.MetricFamily) bool { return s.life.Load().up.Load() })
 	res := streamChat(t, srv.URL, "tiny-model", "a b c", 4)
 	if !res.done || len(strings.Fields(res.content)) != 4 {
 		t.Errorf("stream through a mounted handler: done=%v content %q", res.done, res.content)

@@ -89,6 +89,8 @@ type Runner struct {
 	// OnSample and OnStep persist what the sweep learns as it goes; either may be nil.
 	OnSample func(signal.Sample)
 	OnStep   func(StepResult)
+	// OnStepStart, if set, is told each step's index and sessions as it starts.
+	OnStepStart func(index, sessions int)
 	// Progress receives one line per event for people watching; may be nil.
 	Progress io.Writer
 	// Extra returns bar parts measured outside the server's metrics for a
@@ -436,6 +438,9 @@ func lastAt(steps []StepResult, n int) int {
 func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, error) {
 	p, c := r.Plan, r.Clock
 	start := c.Now()
+	if r.OnStepStart != nil {
+		r.OnStepStart(i, n)
+	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseWarmup})
 	r.Load.SetSessions(n)
 	measureStart := alignUp(start+p.Warmup, p.Scrape)
