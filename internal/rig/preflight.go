@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -67,6 +68,9 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *si
 			return "", fmt.Errorf("the live engine is version %q, the recipe says %q: the wrong recipe is live", v.Version, want)
 		}
 	}
+	if eng, err := engineOf(ctx, hc, scraper.Targets); err == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
+		return "", fmt.Errorf("the server's metrics are %s's (%s:*), the recipe says engine %q: the wrong recipe is live", eng, eng, cfg.Recipe.Engine)
+	}
 	s, err := scraper.Scrape(ctx, clock.Now())
 	if err != nil {
 		return "", fmt.Errorf("metrics: %w", err)
@@ -128,4 +132,33 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 		return fmt.Errorf("%s: %w", url, err)
 	}
 	return nil
+}
+
+// engineOf tells the engine behind the metrics from its family prefixes:
+// vllm:* or sglang:*; "" when neither shows (a gateway, another engine).
+func engineOf(ctx context.Context, hc *http.Client, targets []string) (string, error) {
+	for _, t := range targets {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t, nil)
+		if err != nil {
+			return "", err
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return "", err
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+		resp.Body.Close()
+		if err != nil {
+			return "", err
+		}
+		for _, line := range strings.Split(string(body), "\n") {
+			switch {
+			case strings.HasPrefix(line, "vllm:"):
+				return "vllm", nil
+			case strings.HasPrefix(line, "sglang:"):
+				return "sglang", nil
+			}
+		}
+	}
+	return "", nil
 }

@@ -99,6 +99,8 @@ func TestPreflightStopsABrokenRecipe(t *testing.T) {
 		{"wrong model", func(c *config.Run) { c.Recipe.Model = "other-model" }, `does not serve model "other-model"`},
 		// the recipe says 128K, the server serves 512K: the wrong recipe is live
 		{"wrong context", func(c *config.Run) { c.Recipe.MaxModelLen = 131072 }, "the wrong recipe is live"},
+		// the recipe says SGLang, the server's metrics are vLLM's
+		{"wrong engine", func(c *config.Run) { c.Recipe.Engine = "sglang" }, "the server's metrics are vllm's"},
 		// an SGLang mapping against a vLLM server finds none of the bar's signals
 		{"missing signals", func(c *config.Run) { c.Recipe.Mapping = "sglang" }, "the bar needs signals the server does not report"},
 	}
