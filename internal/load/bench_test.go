@@ -84,6 +84,11 @@ func serveBench() {
 // startBenchServer runs the server process and returns its base URL.
 func startBenchServer(b *testing.B) string {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if cpu := os.Getenv("HEADROOM_BENCH_SERVER_CPU"); cpu != "" {
+		// pin the server to its own core (taskset) so the client's timestamps
+		// measure the client, not a shared CPU queue
+		cmd = exec.Command("taskset", "-c", cpu, os.Args[0], "-test.run=^$")
+	}
 	cmd.Env = append(os.Environ(), benchServerEnv+"=1")
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
