@@ -1,12 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
 
-	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/rig"
-	"github.com/headroom-bench/headroom/internal/sim"
 	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/spf13/cobra"
 )
@@ -30,12 +27,9 @@ pass or inconclusive. It exits 2 when a suite blocks, 0 otherwise.`,
   headroom eval --suite tool_calling --custom examples/evals/custom.jsonl   # against the built-in simulator`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := config.Default()
-			if file != "" {
-				var err error
-				if cfg, err = config.Load(file); err != nil {
-					return err
-				}
+			cfg, err := loadRunFile(file)
+			if err != nil {
+				return err
 			}
 			if cmd.Flags().Changed("suite") {
 				cfg.Evals.Suites = suites
@@ -53,18 +47,11 @@ pass or inconclusive. It exits 2 when a suite blocks, 0 otherwise.`,
 			if err != nil {
 				return err
 			}
-			endpoint := cfg.Recipe.Endpoint
-			if endpoint == config.SimEndpoint {
-				s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: cfg.TimeScale, Seed: cfg.Workload.Seed})
-				if err != nil {
-					return err
-				}
-				if endpoint, err = s.Start("127.0.0.1:0"); err != nil {
-					return err
-				}
-				defer s.Close()
-				fmt.Fprintf(stderr, "simulated gateway at %s\n", endpoint)
+			endpoint, _, stop, err := rig.Endpoint(cfg, stderr)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			rep, err := rig.RunEvals(cmd.Context(), cfg, endpoint, clock)
 			if err != nil {
 				return err

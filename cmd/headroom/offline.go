@@ -29,12 +29,9 @@ does not fit the window.`,
   headroom plan            # the built-in default run`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := config.Default()
-			if file != "" {
-				var err error
-				if cfg, err = config.Load(file); err != nil {
-					return err
-				}
+			cfg, err := loadRunFile(file)
+			if err != nil {
+				return err
 			}
 			p, err := rig.MakePlan(cfg)
 			if err != nil {

@@ -66,12 +66,9 @@ code of what it measured.
   headroom run --print-config > my-run.yaml   # start a run file from the default`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := config.Default()
-			if file != "" {
-				var err error
-				if cfg, err = config.Load(file); err != nil {
-					return err
-				}
+			cfg, err := loadRunFile(file)
+			if err != nil {
+				return err
 			}
 			if output != "" {
 				cfg.Output = output
@@ -159,4 +156,13 @@ func printSummary(w io.Writer, sum report.Summary, asJSON bool) error {
 		return enc.Encode(sum)
 	}
 	return report.WriteText(w, sum)
+}
+
+// loadRunFile reads a run file, or gives the built-in default run when file
+// is empty.
+func loadRunFile(file string) (config.Run, error) {
+	if file == "" {
+		return config.Default(), nil
+	}
+	return config.Load(file)
 }

@@ -175,20 +175,11 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	if err != nil {
 		return report.Summary{}, err
 	}
-	endpoint, metrics := cfg.Recipe.Endpoint, cfg.Recipe.Metrics
-	if endpoint == config.SimEndpoint {
-		s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: cfg.TimeScale, Seed: cfg.Workload.Seed})
-		if err != nil {
-			return report.Summary{}, err
-		}
-		url, err := s.Start("127.0.0.1:0")
-		if err != nil {
-			return report.Summary{}, fmt.Errorf("start the simulated gateway: %w", err)
-		}
-		defer s.Close()
-		endpoint, metrics = url, []string{url + "/metrics"}
-		r.logf("simulated gateway at %s (time scale %g)", url, cfg.TimeScale)
+	endpoint, metrics, stopSim, err := Endpoint(cfg, r.progress)
+	if err != nil {
+		return report.Summary{}, err
 	}
+	defer stopSim()
 	sessions, err := BuildSessions(cfg.Workload)
 	if err != nil {
 		return report.Summary{}, err
@@ -414,6 +405,27 @@ func statusOf(err error) string {
 		return "failed"
 	}
 	return "ok"
+}
+
+// Endpoint is where the run sends load and reads metrics: the recipe's, or
+// the built-in simulated gateway started on a loopback port when the recipe
+// says "sim". stop shuts the simulator down (a no-op otherwise).
+func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []string, stop func(), err error) {
+	if cfg.Recipe.Endpoint != config.SimEndpoint {
+		return cfg.Recipe.Endpoint, cfg.Recipe.Metrics, func() {}, nil
+	}
+	s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: cfg.TimeScale, Seed: cfg.Workload.Seed})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("start the simulated gateway: %w", err)
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "simulated gateway at %s (time scale %g)\n", url, cfg.TimeScale)
+	}
+	return url, []string{url + "/metrics"}, func() { s.Close() }, nil
 }
 
 // remaining is the ladder left after the steps already judged.
