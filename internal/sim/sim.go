@@ -1,11 +1,17 @@
 // Package sim is headroom's simulated inference gateway: an OpenAI-compatible
-// server backed by an iteration-level model of a vLLM v1 engine (continuous
+// server backed by an iteration-level model of an engine (continuous
 // batching, chunked prefill, a block prefix cache, KV capacity and
-// preemption) that exposes vLLM's own Prometheus metrics in modelled time.
+// preemption) that behaves like vLLM or SGLang and exposes that engine's own
+// Prometheus metrics in modelled time. It answers tool calls and read-back
+// questions so evals can be rehearsed, injects faults on demand (Options.Faults
+// and the loopback-only /admin/faults), and runs N copies behind a routing
+// gateway with OpenTelemetry gen_ai metrics (Cluster).
 //
 // The engine keeps a modelled clock and paces it against wall time through
 // Options.Scale, so a rehearsal can replay an hour of agent traffic in a
 // minute while every metric it reports still reads in modelled seconds.
+// docs/simulator.md describes the model, the personalities, the faults and
+// the profiles.
 package sim
 
 import (
@@ -54,24 +60,32 @@ type Profile struct {
 // (~32B active parameters, FP8 weights) served by one vLLM engine over 16 RTX
 // PRO 6000 cards (96 GB, ~1.8 TB/s each, PCIe only) with a 512K context.
 //
-// Reasoning behind the numbers (first estimates; the lead tunes them against
-// the whole pipeline):
+// Reasoning behind the numbers (physical estimates, then tuned against the
+// whole pipeline; docs/simulator.md has the figures the default run reaches):
 //   - KV capacity: 16 x 96 GB at 0.9 utilisation is ~1380 GB; ~400 GB of FP8
 //     weights and ~80 GB of activations and graphs leave ~900 GB. A GLM-4.5-
 //     shaped model stores ~376 KB of BF16 KV per token (92 layers x 8 KV heads
 //     x 128 dims x K,V x 2 bytes), so ~2.4M tokens (150,000 blocks of 16).
-//   - Decode base 30 ms: one step reads the active experts' FP8 weights and
-//     pays a tensor-parallel all-reduce per layer over PCIe, which dominates
-//     at small batch on cards without NVLink.
-//   - Decode KV term 40 ns per context token: a step reads ~376 KB per token
+//   - Decode base 22 ms: reading the active experts' ~32 GB of FP8 weights
+//     takes ~2 ms at 60% of 16 x 1.8 TB/s; the rest is two tensor-parallel
+//     all-reduces per layer over PCIe (cards without NVLink), ~100 us each
+//     at small batch, 92 layers.
+//   - Decode KV term 30 ns per context token: a step reads ~376 KB per token
 //     of context; 16 x 1.8 TB/s would do that in ~13 ns, and long-context
-//     attention on PCIe-linked cards runs at roughly a third of peak. Ten
-//     agent sessions at 100K tokens each then decode at 30 + 40 = 70 ms a
-//     step, ~14 tokens/s per user.
-//   - Prefill 20K tokens/s plus 0.1 ns per token-pair of attention: an
-//     uncached 100K-token prompt takes ~5 s + ~0.5 s and a 200K one ~10 s +
-//     ~2 s; an 8192-token chunk costs ~0.4 s, stalling every decode in that
-//     iteration, as chunked prefill does.
+//     attention on PCIe-linked cards runs at well under half of peak. Ten
+//     agent sessions at 100K tokens each then decode at 22 + 30 = 52 ms a
+//     step, ~19 tokens/s per user before prefill stalls.
+//   - Prefill 10K tokens/s: the compute (64 GFLOP a token) would allow
+//     several times more, but each 8192-token chunk all-reduces ~84 MB of
+//     activations twice per layer over PCIe, ~15 GB a chunk, which bounds
+//     prefill near 10-13K tokens/s on 16 PCIe cards.
+//   - Prefill attention 0.4 ns per token-pair: tuned (with the three terms
+//     above) so that the default run's half-heavy/half-light mix at 10
+//     sessions lands near the reference report's P90 interactivity of 12.5
+//     tokens/s; its P90 TTFT lands at 2-3 s against the report's 4.8 s (the
+//     longer TTFTs come from prefill contention this model underplays).
+//     An 8192-token chunk at 150K tokens of context costs ~0.8 s + ~0.5 s,
+//     stalling every decode in that iteration, as chunked prefill does.
 //   - 128 running sequences and an 8192-token iteration budget follow vLLM's
 //     defaults for large GPUs.
 func DefaultProfile() Profile {
@@ -83,10 +97,10 @@ func DefaultProfile() Profile {
 		KVCapacityTokens:                  2_400_000,
 		MaxNumSeqs:                        128,
 		MaxBatchedTokens:                  8192,
-		PrefillTokensPerSecond:            20000,
-		PrefillAttentionSecondsPerKVToken: 1e-10,
-		DecodeBaseSeconds:                 0.030,
-		DecodeSecondsPerKVToken:           4e-8,
+		PrefillTokensPerSecond:            10000,
+		PrefillAttentionSecondsPerKVToken: 4e-10,
+		DecodeBaseSeconds:                 0.022,
+		DecodeSecondsPerKVToken:           3e-8,
 	}
 }
 

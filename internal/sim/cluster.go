@@ -1,0 +1,471 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+)
+
+// Router policies of a Cluster.
+const (
+	RoundRobin     = "round_robin"     // copies in turn
+	LeastLoaded    = "least_loaded"    // the copy with the fewest requests in its engine
+	PrefixAffinity = "prefix_affinity" // the copy that last served the longest prefix of the prompt, else the least loaded
+)
+
+// ClusterOptions configure N copies of one engine behind a routing gateway.
+type ClusterOptions struct {
+	// Options are every copy's options; copy i gets Seed + i.
+	Options
+	// Copies is how many engines serve behind the gateway (at least 1).
+	Copies int
+	// Router is the routing policy; empty means RoundRobin.
+	Router string
+}
+
+// Cluster is N simulated engines behind one gateway. The gateway routes chat
+// requests by its policy, measures what callers see as OpenTelemetry gen_ai
+// histograms (gen_ai_server_time_to_first_token_seconds,
+// gen_ai_server_time_per_output_token_seconds,
+// gen_ai_server_request_duration_seconds with error_type on failures, and
+// gen_ai_client_token_usage), and serves on /metrics its own series plus every
+// copy's, each copy's labelled copy="i".
+type Cluster struct {
+	copies  []*Sim
+	router  string
+	model   string
+	clock   *timescale.Clock
+	gw      *gatewayMetrics
+	handler http.Handler
+
+	rr    atomic.Uint64
+	affMu sync.Mutex
+	aff   map[uint64]int // sampled prompt block hash -> copy that served it
+
+	runOnce sync.Once
+	srvMu   sync.Mutex
+	srv     *http.Server
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// NewCluster builds the copies and the gateway. Nothing runs until Start or
+// Run.
+func NewCluster(o ClusterOptions) (*Cluster, error) {
+	if o.Copies < 1 {
+		return nil, fmt.Errorf("sim cluster: copies is %d: give at least 1", o.Copies)
+	}
+	switch o.Router {
+	case "":
+		o.Router = RoundRobin
+	case RoundRobin, LeastLoaded, PrefixAffinity:
+	default:
+		return nil, fmt.Errorf("sim cluster: router %q: use %s, %s or %s", o.Router, RoundRobin, LeastLoaded, PrefixAffinity)
+	}
+	c := &Cluster{router: o.Router, aff: map[uint64]int{}}
+	for i := range o.Copies {
+		co := o.Options
+		co.Seed += uint64(i)
+		s, err := New(co)
+		if err != nil {
+			return nil, err
+		}
+		c.copies = append(c.copies, s)
+	}
+	c.clock = c.copies[0].clock
+	c.model = c.copies[0].prof.Model
+	c.gw = newGatewayMetrics(c.copies[0].pers.name, c.model)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", c.chat)
+	mux.HandleFunc("GET /metrics", c.metrics)
+	mux.HandleFunc("/admin/faults", c.admin)
+	mux.HandleFunc("/", c.forward) // /v1/models, /tokenize, /health: any copy that is up
+	c.handler = mux
+	return c, nil
+}
+
+// Copy returns copy i, for faults and inspection.
+func (c *Cluster) Copy(i int) *Sim { return c.copies[i] }
+
+// Handler serves the gateway. Someone mounting it without Start must call Run.
+func (c *Cluster) Handler() http.Handler { return c.handler }
+
+// Run runs every copy's engine until ctx is done.
+func (c *Cluster) Run(ctx context.Context) error {
+	started := false
+	c.runOnce.Do(func() { started = true })
+	if !started {
+		return errors.New("sim cluster: already ran; make a new Cluster to run again")
+	}
+	var wg sync.WaitGroup
+	for _, s := range c.copies {
+		s.life.Load().up.Store(true)
+		wg.Go(func() { _ = s.Run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Start runs the copies and serves the gateway on addr, returning its URL.
+func (c *Cluster) Start(addr string) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("sim cluster: listen on %s: %w; pick a free address such as 127.0.0.1:0", addr, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.srvMu.Lock()
+	c.srv = &http.Server{Handler: c.handler, ReadHeaderTimeout: 30 * time.Second}
+	c.cancel, c.done = cancel, make(chan struct{})
+	srv, done := c.srv, c.done
+	c.srvMu.Unlock()
+	for _, s := range c.copies {
+		s.life.Load().up.Store(true)
+	}
+	go func() {
+		defer close(done)
+		_ = c.Run(ctx)
+	}()
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// Close stops the copies and the gateway.
+func (c *Cluster) Close() error {
+	c.srvMu.Lock()
+	srv, cancel, done := c.srv, c.cancel, c.done
+	c.srvMu.Unlock()
+	for _, s := range c.copies {
+		_ = s.Close()
+	}
+	if srv == nil {
+		return nil
+	}
+	cancel()
+	<-done
+	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
+	defer stop()
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("sim cluster: shutting down the gateway: %w", err)
+	}
+	return nil
+}
+
+// serving reports whether copy i takes requests now.
+func (c *Cluster) serving(i int) bool {
+	s := c.copies[i]
+	return !s.down.Load() && s.life.Load().up.Load()
+}
+
+// leastLoaded picks the serving copy with the fewest requests in its engine,
+// ties broken in turn.
+func (c *Cluster) leastLoaded() int {
+	start := int(c.rr.Add(1))
+	best, load := 0, int64(-1)
+	for k := range c.copies {
+		i := (start + k) % len(c.copies)
+		if !c.serving(i) {
+			continue
+		}
+		if n := c.copies[i].life.Load().inflight.Load(); load < 0 || n < load {
+			best, load = i, n
+		}
+	}
+	return best
+}
+
+// affinityStride samples every this many prompt blocks for prefix affinity.
+const affinityStride = 8
+
+// maxAffinity bounds the affinity table; it starts afresh when full.
+const maxAffinity = 1 << 20
+
+// pick chooses the copy for a chat body.
+func (c *Cluster) pick(body []byte) int {
+	switch c.router {
+	case LeastLoaded:
+		return c.leastLoaded()
+	case PrefixAffinity:
+		var req struct {
+			Messages []chatMessage `json:"messages"`
+		}
+		if json.Unmarshal(body, &req) != nil {
+			return c.leastLoaded()
+		}
+		scan, err := c.copies[0].scanMessages(req.Messages, len(body))
+		if err != nil {
+			return c.leastLoaded()
+		}
+		c.affMu.Lock()
+		defer c.affMu.Unlock()
+		chosen := -1
+		// Block hashes chain, so the deepest sampled block found marks the
+		// longest prefix some copy has served.
+		for j := (len(scan.hashes)/affinityStride - 1) * affinityStride; j >= 0; j -= affinityStride {
+			if i, ok := c.aff[scan.hashes[j]]; ok && c.serving(i) {
+				chosen = i
+				break
+			}
+		}
+		if chosen < 0 {
+			chosen = c.leastLoaded()
+		}
+		if len(c.aff) > maxAffinity {
+			c.aff = map[uint64]int{}
+		}
+		for j := 0; j < len(scan.hashes); j += affinityStride {
+			c.aff[scan.hashes[j]] = chosen
+		}
+		return chosen
+	}
+	n := len(c.copies)
+	for range n {
+		if i := int(c.rr.Add(1)-1) % n; c.serving(i) {
+			return i
+		}
+	}
+	return 0
+}
+
+func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
+		c.gw.observe(c.clock, start, &gatewayWriter{code: http.StatusBadRequest})
+		return
+	}
+	i := c.pick(body)
+	req := r.Clone(r.Context())
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	gw := &gatewayWriter{ResponseWriter: w, code: http.StatusOK}
+	c.copies[i].handler.ServeHTTP(gw, req)
+	if r.Context().Err() != nil && !gw.done {
+		gw.aborted = true
+	}
+	c.gw.observe(c.clock, start, gw)
+}
+
+// forward sends other API calls to the first copy that serves.
+func (c *Cluster) forward(w http.ResponseWriter, r *http.Request) {
+	for i := range c.copies {
+		if c.serving(i) {
+			c.copies[i].handler.ServeHTTP(w, r)
+			return
+		}
+	}
+	c.copies[0].handler.ServeHTTP(w, r)
+}
+
+// admin forwards /admin/faults?copy=i to copy i.
+func (c *Cluster) admin(w http.ResponseWriter, r *http.Request) {
+	i, err := strconv.Atoi(r.URL.Query().Get("copy"))
+	if err != nil || i < 0 || i >= len(c.copies) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("name the copy: /admin/faults?copy=N with N from 0 to %d", len(c.copies)-1))
+		return
+	}
+	c.copies[i].handler.ServeHTTP(w, r)
+}
+
+// metrics serves the gateway's series and every copy's, labelled by copy.
+func (c *Cluster) metrics(w http.ResponseWriter, _ *http.Request) {
+	fams, err := c.gw.reg.Gather()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	byName := map[string]*dto.MetricFamily{}
+	for _, f := range fams {
+		byName[f.GetName()] = f
+	}
+	for i, s := range c.copies {
+		fs := s.faults.Load()
+		if fs.f.MetricsGone {
+			continue
+		}
+		cf, err := s.life.Load().met.reg.Gather()
+		if err != nil {
+			continue
+		}
+		name, value := "copy", strconv.Itoa(i)
+		label := &dto.LabelPair{Name: &name, Value: &value}
+		for _, f := range cf {
+			if fs.missing[f.GetName()] {
+				continue
+			}
+			for _, m := range f.Metric {
+				m.Label = append(m.Label, label)
+				sort.Slice(m.Label, func(a, b int) bool { return m.Label[a].GetName() < m.Label[b].GetName() })
+			}
+			if have, ok := byName[f.GetName()]; ok {
+				have.Metric = append(have.Metric, f.Metric...)
+			} else {
+				byName[f.GetName()] = f
+			}
+		}
+	}
+	names := make([]string, 0, len(byName))
+	for n := range byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, n := range names {
+		_ = enc.Encode(byName[n])
+	}
+}
+
+// gatewayWriter watches an answer on its way to the caller: its status, when
+// the first token and the last write went out, and the tokens it carried.
+type gatewayWriter struct {
+	http.ResponseWriter
+	code      int
+	first     time.Time // first write with a token
+	last      time.Time
+	chunks    int          // streamed chunks with a finish_reason member (role chunk included)
+	tail      bytes.Buffer // the end of the answer, where usage sits
+	done      bool         // the stream ended with [DONE], or a plain answer was written
+	aborted   bool
+	streaming bool
+}
+
+func (g *gatewayWriter) WriteHeader(code int) {
+	g.code = code
+	g.streaming = bytes.HasPrefix([]byte(g.Header().Get("Content-Type")), []byte("text/event-stream"))
+	g.ResponseWriter.WriteHeader(code)
+}
+
+var finishMember = []byte(`"finish_reason"`)
+
+func (g *gatewayWriter) Write(b []byte) (int, error) {
+	now := time.Now()
+	if g.first.IsZero() {
+		g.first = now
+	}
+	g.last = now
+	g.chunks += bytes.Count(b, finishMember)
+	g.tail.Write(b)
+	if n := g.tail.Len(); n > 4096 {
+		g.tail.Next(n - 4096)
+	}
+	if !g.streaming || bytes.Contains(b, []byte("data: [DONE]")) {
+		g.done = true
+	}
+	return g.ResponseWriter.Write(b)
+}
+
+func (g *gatewayWriter) Flush() {
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (g *gatewayWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
+
+var (
+	promptTokensRe     = regexp.MustCompile(`"prompt_tokens":(\d+)`)
+	completionTokensRe = regexp.MustCompile(`"completion_tokens":(\d+)`)
+)
+
+// tokens reads the usage the answer reported, or counts streamed chunks
+// (without the role chunk) when it reported none.
+func (g *gatewayWriter) tokens() (in, out int, ok bool) {
+	t := g.tail.Bytes()
+	pm, cm := promptTokensRe.FindSubmatch(t), completionTokensRe.FindSubmatch(t)
+	if pm != nil && cm != nil {
+		in, _ = strconv.Atoi(string(pm[1]))
+		out, _ = strconv.Atoi(string(cm[1]))
+		return in, out, true
+	}
+	if g.streaming && g.chunks > 1 {
+		return 0, g.chunks - 1, false
+	}
+	return 0, 0, false
+}
+
+// OpenTelemetry's advisory bucket boundaries for the gen_ai metrics.
+var (
+	genAITTFTBuckets     = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+	genAITPOTBuckets     = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5}
+	genAIDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	genAITokenBuckets    = []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}
+)
+
+// gatewayMetrics are the gateway's gen_ai series, named as an OpenTelemetry
+// Prometheus exporter names them.
+type gatewayMetrics struct {
+	reg            *prometheus.Registry
+	ttft, tpot     prometheus.Observer
+	duration       *prometheus.HistogramVec // by error_type ("" on success)
+	input, output  prometheus.Observer
+	durationLabels []string
+}
+
+func newGatewayMetrics(provider, model string) *gatewayMetrics {
+	reg := prometheus.NewRegistry()
+	labels := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	values := []string{"chat", provider, model}
+	hist := func(name, help string, buckets []float64, extra ...string) *prometheus.HistogramVec {
+		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, append(append([]string{}, labels...), extra...))
+		reg.MustRegister(v)
+		return v
+	}
+	g := &gatewayMetrics{reg: reg}
+	g.ttft = hist("gen_ai_server_time_to_first_token_seconds", "Time to generate first token for successful responses (modelled seconds).", genAITTFTBuckets).WithLabelValues(values...)
+	g.tpot = hist("gen_ai_server_time_per_output_token_seconds", "Time per output token generated after the first token for successful responses (modelled seconds).", genAITPOTBuckets).WithLabelValues(values...)
+	g.duration = hist("gen_ai_server_request_duration_seconds", "Generative AI server request duration such as time-to-last byte or last output token (modelled seconds).", genAIDurationBuckets, "error_type")
+	usage := hist("gen_ai_client_token_usage", "Number of input and output tokens used.", genAITokenBuckets, "gen_ai_token_type")
+	g.input = usage.WithLabelValues(append(append([]string{}, values...), "input")...)
+	g.output = usage.WithLabelValues(append(append([]string{}, values...), "output")...)
+	g.durationLabels = values
+	return g
+}
+
+// observe records one request the gateway answered.
+func (g *gatewayMetrics) observe(clock *timescale.Clock, start time.Time, w *gatewayWriter) {
+	end := time.Now()
+	errType := ""
+	switch {
+	case w.code >= 400:
+		errType = strconv.Itoa(w.code)
+	case w.aborted:
+		errType = "aborted"
+	case !w.done:
+		errType = "incomplete" // the engine cut the answer off
+	}
+	g.duration.WithLabelValues(append(append([]string{}, g.durationLabels...), errType)...).Observe(clock.Modelled(end.Sub(start)).Seconds())
+	if errType != "" {
+		return
+	}
+	in, out, _ := w.tokens()
+	if in > 0 {
+		g.input.Observe(float64(in))
+	}
+	if out > 0 {
+		g.output.Observe(float64(out))
+	}
+	if w.streaming && !w.first.IsZero() {
+		g.ttft.Observe(clock.Modelled(w.first.Sub(start)).Seconds())
+		if out > 1 {
+			g.tpot.Observe(clock.Modelled(w.last.Sub(w.first)).Seconds() / float64(out-1))
+		}
+	}
+}
