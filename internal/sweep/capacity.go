@@ -146,7 +146,12 @@ func lastPass(pts []Point) float64 {
 }
 
 // curveCrossings follows one part's centre, pessimistic and optimistic
-// values up the ladder.
+// values up the ladder. The pessimistic curve's first crossing bounds
+// capacity from below (close calls stay close); the centre and optimistic
+// curves cross where the part last leaves the bar, since capacity is the
+// most sessions the recipe holds: a noisy low step whose centre touched the
+// bar widens the interval down, but does not hide the steps above it that
+// held.
 func curveCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 	pick := func(which int) func(verdict.Part) float64 {
 		return func(p verdict.Part) float64 {
@@ -160,36 +165,55 @@ func curveCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 			}
 		}
 	}
-	return crossAt(pts, rule, pick(0)), crossAt(pts, rule, pick(1)), crossAt(pts, rule, pick(2))
+	return crossAt(pts, rule, pick(0), true), crossAt(pts, rule, pick(1), false), crossAt(pts, rule, pick(2), true)
 }
 
-func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64) crossing {
-	prevS, prevV := 0.0, 0.0
+// crossAt finds where a curve leaves the bar: its first crossing, or (last)
+// the crossing after the highest step where it held. A missing value, or a
+// confident fail of the part, counts as off the bar.
+func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64, last bool) crossing {
+	held := make([]bool, len(pts))
+	vals := make([]float64, len(pts))
 	for k, p := range pts {
-		s := float64(p.Sessions)
 		part, ok := p.Judged.Part(rule.name)
 		if !ok || part.Verdict == verdict.NoData || math.IsNaN(value(part)) {
-			if k == 0 {
-				return crossing{at: 0, reached: true, below: true}
-			}
-			return crossing{at: prevS, reached: true}
+			continue
 		}
-		v := value(part)
-		// a confident fail ends every curve at this step, whichever bound
-		// sits on an open bucket edge at the bar
-		if !rule.ok(v, part.Bar) || part.Verdict == verdict.Fail {
-			if k == 0 {
-				return crossing{at: 0, reached: true, below: true}
-			}
-			at := prevS
-			if v != prevV {
-				at = prevS + (part.Bar-prevV)/(v-prevV)*(s-prevS)
-			}
-			return crossing{at: math.Max(prevS, math.Min(s, at)), reached: true}
-		}
-		prevS, prevV = s, v
+		vals[k] = value(part)
+		held[k] = rule.ok(vals[k], part.Bar) && part.Verdict != verdict.Fail
 	}
-	return crossing{at: prevS}
+	k := -1 // the step after which the curve leaves the bar
+	if last {
+		for i := len(pts) - 1; i >= 0; i-- {
+			if held[i] {
+				k = i
+				break
+			}
+		}
+	} else {
+		for i := range pts {
+			if !held[i] {
+				break
+			}
+			k = i
+		}
+	}
+	switch {
+	case k == len(pts)-1:
+		return crossing{at: float64(pts[k].Sessions)} // held to the last step: not reached
+	case k < 0:
+		return crossing{at: 0, reached: true, below: true}
+	}
+	prevS, s := float64(pts[k].Sessions), float64(pts[k+1].Sessions)
+	part, ok := pts[k+1].Judged.Part(rule.name)
+	if !ok || part.Verdict == verdict.NoData || math.IsNaN(value(part)) {
+		return crossing{at: prevS, reached: true} // nothing measured past it: no interpolation into the unknown
+	}
+	at := prevS
+	if v, prevV := vals[k+1], vals[k]; v != prevV {
+		at = prevS + (part.Bar-prevV)/(v-prevV)*(s-prevS)
+	}
+	return crossing{at: math.Max(prevS, math.Min(s, at)), reached: true}
 }
 
 // Target judges the target step against the capacity interval.

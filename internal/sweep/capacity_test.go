@@ -169,3 +169,22 @@ func TestCapacityFailOnBucketEdge(t *testing.T) {
 		t.Errorf("capacity = %+v, want a closed upper bound at 12 limited by interactivity", got)
 	}
 }
+
+// TestCapacityIsTheMostSessionsHeld: a low step whose centre touched the bar
+// (a handful of cold prompts) widens the interval down to zero, but the
+// capacity is where the recipe last leaves the bar, above the steps that held.
+func TestCapacityIsTheMostSessionsHeld(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	got := CapacityOf([]Point{
+		step(2, [3]float64{5.4, 2.6, 7.5}, fast), // too close: centre just over 5.3
+		step(6, [3]float64{2.7, 2.2, 5.0}, fast),
+		step(10, [3]float64{1.7, 1.0, 2.5}, [3]float64{13.6, 13.3, 20}),
+		step(12, [3]float64{4.9, 2.5, 5.2}, [3]float64{7.1, 6.7, 9.9}), // interactivity fails
+	})
+	if got.LimitedBy != "interactivity" || got.Sessions <= 10 || got.Sessions >= 12 || got.BelowFirst {
+		t.Errorf("capacity %s: want between 10 and 12, limited by interactivity", got)
+	}
+	if got.Lo != 0 {
+		t.Errorf("lo = %g: the 2-session step's pessimistic bound crossed, so the interval reaches 0", got.Lo)
+	}
+}
