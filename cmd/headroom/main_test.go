@@ -66,11 +66,11 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg := strings.NewReplacer(
-		"ladder: [2, 4, 6, 8, 10, 12, 14, 16]", "ladder: [2, 6, 12]",
+		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 6, 12]",
 		"warmup_s: 60", "warmup_s: 30",
-		"step_s: 480", "step_s: 90",
-		"target: 10", "target: 6",
-		"stress: 14", "stress: 12",
+		"step_s: 900", "step_s: 90",
+		"target: 12", "target: 6",
+		"stress: 16", "stress: 12",
 		"synth_sessions: 200", "synth_sessions: 40",
 		"resamples: 1000", "resamples: 200",
 	).Replace(string(config.DefaultYAML()))

@@ -34,10 +34,10 @@ func TestInterruptMidStep(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg := strings.NewReplacer(
-		"ladder: [2, 4, 6, 8, 10, 12, 14, 16]", "ladder: [2, 4, 6]",
-		"target: 10", "target: 6",
-		"stress: 14", "stress: 6",
-		"step_s: 480", "step_s: 180",
+		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 4, 6]",
+		"target: 12", "target: 6",
+		"stress: 16", "stress: 6",
+		"step_s: 900", "step_s: 180",
 		"time_scale: 100", "time_scale: 20",
 		"synth_sessions: 200", "synth_sessions: 40",
 	).Replace(string(config.DefaultYAML()))

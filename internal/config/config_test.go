@@ -41,13 +41,13 @@ func TestValidationNamesTheField(t *testing.T) {
 		// Error rate is a fraction, not a percentage.
 		{"error rate as percent", "error_rate: 0.02", "error_rate: 2", "bar.error_rate"},
 		// A ladder must go up.
-		{"ladder order", "ladder: [2, 4, 6, 8, 10, 12, 14, 16]", "ladder: [4, 2]", "sweep.ladder[1]"},
+		{"ladder order", "ladder: [4, 8, 12, 16, 20]", "ladder: [4, 2]", "sweep.ladder[1]"},
 		// The target must be a step that runs.
-		{"target off ladder", "target: 10", "target: 11", "sweep.target"},
+		{"target off ladder", "target: 12", "target: 11", "sweep.target"},
 		// Windows must tile the scrape grid.
 		{"window vs scrape", "window_s: 30", "window_s: 32", "sweep.window_s"},
 		// Too short a step cannot be bootstrapped.
-		{"short step", "step_s: 480", "step_s: 40", "sweep.step_s"},
+		{"short step", "step_s: 900", "step_s: 40", "sweep.step_s"},
 		// Unknown think-time mode.
 		{"think time", "think_time: capped", "think_time: sometimes", "workload.think_time"},
 		// Cost needs a price.

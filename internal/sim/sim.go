@@ -75,17 +75,20 @@ type Profile struct {
 //     attention on PCIe-linked cards runs at well under half of peak. Ten
 //     agent sessions at 100K tokens each then decode at 22 + 30 = 52 ms a
 //     step, ~19 tokens/s per user before prefill stalls.
-//   - Prefill 10K tokens/s: the compute (64 GFLOP a token) would allow
+//   - Prefill 15K tokens/s: the compute (64 GFLOP a token) would allow
 //     several times more, but each 8192-token chunk all-reduces ~84 MB of
 //     activations twice per layer over PCIe, ~15 GB a chunk, which bounds
-//     prefill near 10-13K tokens/s on 16 PCIe cards.
-//   - Prefill attention 0.4 ns per token-pair: tuned (with the three terms
+//     prefill near 10-15K tokens/s on 16 PCIe cards.
+//   - Prefill attention 0.2 ns per token-pair: tuned (with the three terms
 //     above) so that the default run's half-heavy/half-light mix at 10
 //     sessions lands near the reference report's P90 interactivity of 12.5
-//     tokens/s; its P90 TTFT lands at 2-3 s against the report's 4.8 s (the
-//     longer TTFTs come from prefill contention this model underplays).
-//     An 8192-token chunk at 150K tokens of context costs ~0.8 s + ~0.5 s,
-//     stalling every decode in that iteration, as chunked prefill does.
+//     tokens/s (13.5 reached); its P90 TTFT lands near 1.3 s against the
+//     report's 4.8 s. A heavier attention term (0.4 ns at 10K tokens/s)
+//     reaches 2-3 s but makes the default run's low steps, whose P90 rests
+//     on a few cold 100-200K-token prompts, read too close, and its capacity
+//     swing between runs (docs/simulator.md has both). An 8192-token chunk
+//     at 150K tokens of context costs ~0.55 s + ~0.25 s, stalling every
+//     decode in that iteration, as chunked prefill does.
 //   - 128 running sequences and an 8192-token iteration budget follow vLLM's
 //     defaults for large GPUs.
 func DefaultProfile() Profile {
@@ -97,8 +100,8 @@ func DefaultProfile() Profile {
 		KVCapacityTokens:                  2_400_000,
 		MaxNumSeqs:                        128,
 		MaxBatchedTokens:                  8192,
-		PrefillTokensPerSecond:            10000,
-		PrefillAttentionSecondsPerKVToken: 4e-10,
+		PrefillTokensPerSecond:            15000,
+		PrefillAttentionSecondsPerKVToken: 2e-10,
 		DecodeBaseSeconds:                 0.022,
 		DecodeSecondsPerKVToken:           3e-8,
 	}
