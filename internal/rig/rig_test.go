@@ -26,9 +26,9 @@ func TestPlanFitsTheWindow(t *testing.T) {
 	if !p.Fits || p.GPUs != 16 || len(p.Steps) != len(cfg.Sweep.Ladder) {
 		t.Errorf("default plan: fits %v, %d GPUs, %d steps", p.Fits, p.GPUs, len(p.Steps))
 	}
-	// 8 steps x 9 min + 2 repeats + 2 min pre-flight + 5 min drain = 97 min
-	if p.Minutes < 96 || p.Minutes > 98 {
-		t.Errorf("worst case %g minutes, want 97", p.Minutes)
+	// 5 steps x 16 min + 2 repeats + 2 min pre-flight + 5 min drain = 119 min
+	if p.Minutes < 118 || p.Minutes > 120 {
+		t.Errorf("worst case %g minutes, want 119", p.Minutes)
 	}
 	for _, s := range p.Steps {
 		if s.Requests <= 0 {
@@ -46,7 +46,7 @@ func TestPlanFitsTheWindow(t *testing.T) {
 	}
 	cfg.Sweep.GPUWindowMin = 30
 	if p, _ = MakePlan(cfg); p.Fits {
-		t.Error("a 97-minute plan fits a 30-minute window")
+		t.Error("a 119-minute plan fits a 30-minute window")
 	}
 }
 
