@@ -335,8 +335,8 @@ func (r Run) Validate() error {
 		if len(rc.Metrics) > 0 {
 			bad("recipe.metrics", "must be empty with the built-in simulator, which serves its own")
 		}
-		if rc.Sim.Profile != "" && rc.Sim.Profile != "default" {
-			bad("recipe.sim.profile", "unknown profile %q (known: default)", rc.Sim.Profile)
+		if p := rc.Sim.Personality; p != "" && p != "vllm" && p != "sglang" {
+			bad("recipe.sim.personality", "must be vllm or sglang, got %q", p)
 		}
 	} else {
 		if err := checkURL(rc.Endpoint); err != nil {

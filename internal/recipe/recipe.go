@@ -4,6 +4,7 @@
 package recipe
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -66,7 +67,14 @@ type Recipe struct {
 
 // SimSpec picks the built-in simulator's profile.
 type SimSpec struct {
+	// Profile is a built-in profile name or a profile file (YAML or JSON).
 	Profile string `json:"profile,omitempty"`
+	// Personality is vllm or sglang; default: the recipe's engine when it
+	// is one of them, else vllm.
+	Personality string `json:"personality,omitempty"`
+	// Faults the simulator injects (see docs/simulator.md), as they would be
+	// posted to its /admin/faults endpoint.
+	Faults json.RawMessage `json:"faults,omitempty"`
 }
 
 // Deployer types a recipe's deploy section may name.

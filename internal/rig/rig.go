@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -414,18 +415,68 @@ func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []st
 	if cfg.Recipe.Endpoint != config.SimEndpoint {
 		return cfg.Recipe.Endpoint, cfg.Recipe.Metrics, func() {}, nil
 	}
-	s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: cfg.TimeScale, Seed: cfg.Workload.Seed})
+	opts, err := SimOptions(cfg.Recipe)
 	if err != nil {
 		return "", nil, nil, err
+	}
+	opts.Scale, opts.Seed = cfg.TimeScale, cfg.Workload.Seed
+	var s interface {
+		Start(string) (string, error)
+		Close() error
+	}
+	if cfg.Recipe.Copies > 1 {
+		router := strings.ReplaceAll(cfg.Recipe.Router, "-", "_")
+		s, err = sim.NewCluster(sim.ClusterOptions{Options: opts, Copies: cfg.Recipe.Copies, Router: router})
+	} else {
+		s, err = sim.New(opts)
+	}
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("recipe: the simulated gateway: %w", err)
 	}
 	url, err := s.Start("127.0.0.1:0")
 	if err != nil {
 		return "", nil, nil, fmt.Errorf("start the simulated gateway: %w", err)
 	}
 	if progress != nil {
-		fmt.Fprintf(progress, "simulated gateway at %s (time scale %g)\n", url, cfg.TimeScale)
+		fmt.Fprintf(progress, "simulated gateway at %s (%s personality, profile %s, %d cop%s, time scale %g)\n",
+			url, opts.Personality, opts.Profile.Name, max(cfg.Recipe.Copies, 1), map[bool]string{true: "ies", false: "y"}[cfg.Recipe.Copies > 1], cfg.TimeScale)
 	}
 	return url, []string{url + "/metrics"}, func() { s.Close() }, nil
+}
+
+// SimOptions reads the recipe's simulator section: profile (a built-in
+// name or a file), personality (default: the recipe's engine) and faults.
+func SimOptions(rc config.Recipe) (sim.Options, error) {
+	var o sim.Options
+	name := rc.Sim.Profile
+	switch {
+	case name == "":
+		o.Profile = sim.DefaultProfile()
+	default:
+		p, err := sim.ProfileByName(name)
+		if err != nil {
+			if p, err = sim.LoadProfile(rc.Path(name)); err != nil {
+				return o, fmt.Errorf("recipe.sim.profile: %q is neither a built-in profile (%s) nor a readable profile file: %w", name, strings.Join(sim.ProfileNames(), ", "), err)
+			}
+		}
+		o.Profile = p
+	}
+	o.Profile.Model = rc.Model
+	o.Personality = rc.Sim.Personality
+	if o.Personality == "" {
+		o.Personality = "vllm"
+		if strings.EqualFold(rc.Engine, "sglang") {
+			o.Personality = "sglang"
+		}
+	}
+	if len(rc.Sim.Faults) > 0 {
+		f, err := sim.ParseFaults(rc.Sim.Faults)
+		if err != nil {
+			return o, fmt.Errorf("recipe.sim.faults: %w", err)
+		}
+		o.Faults = f
+	}
+	return o, nil
 }
 
 // remaining is the ladder left after the steps already judged.

@@ -3,6 +3,7 @@ package rig
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,4 +171,125 @@ func TestRemainingLadderOnResume(t *testing.T) {
 	if got := remaining(ladder, nil); len(got) != 4 {
 		t.Errorf("nothing done: %v", got)
 	}
+}
+
+// TestToolCallsThatBreakOnlyUnderLoad: the simulator breaks tool-call
+// arguments once more than 3 requests are in its engine. The evals before the
+// sweep go one at a time and pass; the evals sent during the sweep's steps
+// see the broken calls, and the step fails on its tool_calls part.
+func TestToolCallsThatBreakOnlyUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a short sweep")
+	}
+	cfg := config.Default()
+	cfg.Recipe.Sim.Faults = []byte(`{"malformed_tool_calls_above": 3}`)
+	cfg.Evals.Suites = []string{"tool_calling"}
+	cfg.Evals.UnderLoadShare = 0.5
+	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{8}, 8, 0
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS = 120, 240
+	cfg.Workload.SynthSessions = 40
+	cfg.Output = t.TempDir()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := Run(context.Background(), Options{Config: cfg})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var evals *report.Phase
+	for i := range sum.Phases {
+		if sum.Phases[i].Name == PhaseEvals {
+			evals = &sum.Phases[i]
+		}
+	}
+	if evals == nil || evals.Status != "ok" || !strings.Contains(evals.Detail, "tool_calling 42/42") {
+		t.Errorf("the one-at-a-time evals: %+v, want tool_calling 42/42 and ok", evals)
+	}
+	if len(sum.Steps) != 1 {
+		t.Fatalf("%d steps, want 1", len(sum.Steps))
+	}
+	var part *verdict.Part
+	for i := range sum.Steps[0].Parts {
+		if sum.Steps[0].Parts[i].Name == "tool_calls" {
+			part = &sum.Steps[0].Parts[i]
+		}
+	}
+	if part == nil || part.Verdict != verdict.Fail || sum.Steps[0].Verdict != verdict.Fail {
+		t.Errorf("under load: tool_calls part %+v, step %s; want both fail", part, sum.Steps[0].Verdict)
+	}
+}
+
+// TestRehearsalFaultsGetTheRightVerdict injects the faults real fleets show
+// and checks each produces the verdict a team must see, never a pass.
+func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs short sweeps")
+	}
+	cases := []struct {
+		name   string
+		faults string
+		check  func(t *testing.T, sum report.Summary, err error)
+	}{
+		// a fifth of requests refused with 503: the errors part fails
+		{"refusals", `{"refuse": {"share": 0.2, "status": 503}}`, func(t *testing.T, sum report.Summary, err error) {
+			if len(sum.Steps) == 0 || partVerdict(sum.Steps[0], "errors") != verdict.Fail {
+				t.Errorf("errors part %v, want fail (err %v)", stepParts(sum), err)
+			}
+		}},
+		// the TTFT family is missing from /metrics: pre-flight stops the run
+		{"missing metrics", `{"missing_metrics": ["vllm:time_to_first_token_seconds"]}`, func(t *testing.T, sum report.Summary, err error) {
+			var pe *PhaseError
+			if !errors.As(err, &pe) || pe.Phase != PhasePreflight || !strings.Contains(err.Error(), "ttft_seconds") {
+				t.Errorf("err = %v, want pre-flight to name the missing ttft_seconds", err)
+			}
+		}},
+		// the engine stalls for most of the step: no pass, and the verdict says why
+		{"stall", `{"stall": {"at_s": 75, "for_s": 200}}`, func(t *testing.T, sum report.Summary, err error) {
+			if len(sum.Steps) == 0 || sum.Steps[0].Verdict == verdict.Pass {
+				t.Errorf("a stalled engine's step: %v (err %v), want no pass", stepParts(sum), err)
+			}
+		}},
+		// the engine crashes mid-step and comes back with counters reset
+		{"crash", `{"crash": {"at_s": 90, "for_s": 30}}`, func(t *testing.T, sum report.Summary, err error) {
+			if len(sum.Steps) == 0 || sum.Steps[0].Verdict == verdict.Pass {
+				t.Errorf("a crashed engine's step: %v (err %v), want no pass", stepParts(sum), err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Recipe.Sim.Faults = []byte(c.faults)
+			cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
+			cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
+			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS = 60, 180, 120
+			cfg.Workload.SynthSessions = 40
+			cfg.Output = t.TempDir()
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			sum, err := Run(context.Background(), Options{Config: cfg})
+			c.check(t, sum, err)
+		})
+	}
+}
+
+func partVerdict(s report.Step, name string) verdict.Verdict {
+	for _, p := range s.Parts {
+		if p.Name == name {
+			return p.Verdict
+		}
+	}
+	return ""
+}
+
+func stepParts(sum report.Summary) []string {
+	var out []string
+	for _, s := range sum.Steps {
+		for _, p := range s.Parts {
+			out = append(out, fmt.Sprintf("%d %s %s %.3g", s.Sessions, p.Name, p.Verdict, p.Value.Center))
+		}
+		out = append(out, fmt.Sprintf("warnings %v", s.Warnings))
+	}
+	return out
 }

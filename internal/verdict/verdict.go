@@ -191,6 +191,18 @@ func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step 
 	}
 	j := judge{windows: windows, load: load, o: o}
 	st.Parts = []Part{j.ttft(bar.TTFTP90, lowLoad), j.interactivity(bar.InteractivityP90, lowLoad), j.errors(bar.ErrorRate)}
+	// A stalled engine reports nothing: requests that never get a token add
+	// no latency observation, so the windows before the stall would pass on
+	// their own. A window with requests running and no token generated is a
+	// missing measurement, and latency cannot pass over it.
+	if stalled := stalledWindows(windows); stalled > 0 {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("in %d of %d windows requests were running and the engine generated no token (a stall): latency cannot pass", stalled, len(windows)))
+		for i := range st.Parts[:2] {
+			if st.Parts[i].Verdict != Fail {
+				st.Parts[i].Verdict = NoData
+			}
+		}
+	}
 	st.Verdict = Pass
 	for _, p := range st.Parts {
 		st.Verdict = Worse(st.Verdict, p.Verdict)
@@ -201,6 +213,20 @@ func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step 
 		}
 	}
 	return st
+}
+
+// stalledWindows counts windows in which requests were running and the
+// engine generated no token.
+func stalledWindows(windows []signal.Window) int {
+	n := 0
+	for _, w := range windows {
+		running, okR := w.Gauge[signal.Running]
+		gen, okG := w.Counter[signal.GenerationTokens]
+		if okR && okG && running.Max > 0 && running.Mean > 0 && gen == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 type judge struct {

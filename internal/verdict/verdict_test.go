@@ -314,3 +314,29 @@ func TestOpenBucketEdgeAtTheBar(t *testing.T) {
 		t.Errorf("P90 TTFT wholly in (5, 6] against a 5 s bar: %s, want fail", p.Verdict)
 	}
 }
+
+// TestStallNeverPasses: requests run and no token comes for some windows.
+// Their first tokens land after the step, so the latency histograms hold only
+// the fast turns from before the stall; the step must not pass on them.
+func TestStallNeverPasses(t *testing.T) {
+	const n = 10
+	ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(n)
+	for i := range ws {
+		ws[i].Gauge = map[string]signal.GaugeStat{signal.Running: {Mean: 4, Max: 4, Last: 4, N: 3}}
+		ws[i].Counter[signal.GenerationTokens] = 500
+	}
+	if st := Judge(bar, ws, load(n, 100, 100), DefaultOptions()); st.Verdict != Pass {
+		t.Fatalf("setup: a healthy step reads %s", st.Verdict)
+	}
+	for i := 6; i < n; i++ {
+		ws[i].Counter[signal.GenerationTokens] = 0
+		ws[i].Hist[signal.TTFT] = hist(ttftBounds, nil)
+	}
+	st := Judge(bar, ws, load(n, 100, 100), DefaultOptions())
+	if st.Verdict == Pass || st.Parts[0].Verdict != NoData || st.Parts[1].Verdict != NoData {
+		t.Errorf("a step with 4 stalled windows: %s (ttft %s, interactivity %s), want latency no_data", st.Verdict, st.Parts[0].Verdict, st.Parts[1].Verdict)
+	}
+	if !strings.Contains(strings.Join(st.Warnings, " "), "a stall") {
+		t.Errorf("no stall warning: %v", st.Warnings)
+	}
+}
