@@ -70,6 +70,7 @@ type Generator struct {
 	tag        atomic.Pointer[Tag]
 	inFlight   atomic.Int64
 	tierFlight map[string]*atomic.Int64
+	starts     atomic.Uint64
 	ctx        context.Context
 	cancel     context.CancelFunc
 
@@ -96,6 +97,7 @@ type Priming struct {
 
 type lane struct {
 	id       int
+	start    uint64 // unique per lane start, so no two plays of the run share a marker
 	tier     string
 	stop     atomic.Bool
 	inFlight atomic.Int64
@@ -184,7 +186,7 @@ func (g *Generator) SetSessions(n int) {
 		g.lanes = g.lanes[:len(g.lanes)-1]
 	}
 	for len(g.lanes) < n {
-		l := &lane{id: len(g.lanes), tier: tierOf(len(g.lanes), g.o.Mix)}
+		l := &lane{id: len(g.lanes), tier: tierOf(len(g.lanes), g.o.Mix), start: g.starts.Add(1)}
 		g.lanes = append(g.lanes, l)
 		g.wg.Add(1)
 		go g.run(l)
@@ -307,7 +309,8 @@ func (g *Generator) stopped(l *lane) bool { return l.stop.Load() || g.ctx.Err() 
 // play replays one session: the parent's turns in order on this goroutine,
 // each branch on its own once its fork point has passed.
 func (g *Generator) play(l *lane, s Session, p plan, play int, rng *rand.Rand) {
-	marker := uint64(l.id)<<32 | uint64(play)
+	// a lane started again (after a drain, say) is a new lane to the cache
+	marker := l.start<<32 | uint64(play)
 	start := 0
 	if play == 0 && len(p.parent) > 1 {
 		// Start at a seeded point inside the session, and prime the cache

@@ -244,6 +244,14 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	if n := rep.tokens(); n > 0 && n <= maxTokens {
 		r.maxTokens, r.finish = n, rep.finish()
 	}
+	if s.beforeSubmit != nil {
+		if err := s.beforeSubmit(req.Context(), r); err != nil {
+			if req.Context().Err() == nil {
+				writeError(w, http.StatusServiceUnavailable, "the prefill engine could not serve the request: "+err.Error())
+			}
+			return
+		}
+	}
 	if err := s.submit(l, r); err != nil {
 		writeError(w, http.StatusServiceUnavailable, err.Error()+"; start it with Start or Run")
 		return

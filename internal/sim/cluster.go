@@ -37,6 +37,39 @@ type ClusterOptions struct {
 	Copies int
 	// Router is the routing policy; empty means RoundRobin.
 	Router string
+	// Disaggregated, when set, splits prefill from decode: one more engine
+	// does every request's prefill, and the Copies engines decode.
+	Disaggregated *Disaggregation
+}
+
+// Disaggregation is a prefill/decode split. Each chat request is first
+// prefilled on the prefill engine (its prompt, one token generated), then
+// its prompt's KV (prompt tokens x the profile's KVBytesPerToken) crosses
+// the link to the decode engine the router picked, and only then does that
+// engine admit it, with the prompt already computed. Transfers share the
+// link one after another, so a slow link queues them and the wait adds to
+// the caller's time to first token.
+type Disaggregation struct {
+	// LinkBytesPerSecond is the link's bandwidth: plain TCP on 10 GbE is
+	// about 1.25e9, RDMA (NIXL, Mooncake) about 5e10.
+	LinkBytesPerSecond float64 `json:"link_bytes_per_second"`
+}
+
+// kvLink is the prefill-to-decode link: transfers go one at a time, in the
+// order they ask.
+type kvLink struct {
+	bps  float64
+	mu   sync.Mutex
+	free time.Duration // modelled time the link is next idle
+}
+
+// reserve books a transfer of bytes asked for at now and returns when it ends.
+func (k *kvLink) reserve(now time.Duration, bytes float64) time.Duration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	start := max(now, k.free)
+	k.free = start + time.Duration(bytes/k.bps*float64(time.Second))
+	return k.free
 }
 
 // Cluster is N simulated engines behind one gateway. The gateway routes chat
@@ -48,6 +81,8 @@ type ClusterOptions struct {
 // copy's, each copy's labelled copy="i".
 type Cluster struct {
 	copies  []*Sim
+	prefill *Sim    // the prefill engine of a prefill/decode split, else nil
+	link    *kvLink // its link to the decode copies
 	router  string
 	model   string
 	clock   *timescale.Clock
@@ -91,6 +126,22 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	c.clock = c.copies[0].clock
 	c.model = c.copies[0].prof.Model
 	c.gw = newGatewayMetrics(c.copies[0].pers.name, c.model)
+	if d := o.Disaggregated; d != nil {
+		if !(d.LinkBytesPerSecond > 0) {
+			return nil, fmt.Errorf("sim cluster: disaggregated link_bytes_per_second is %g: give the prefill-to-decode link's bandwidth (10 GbE TCP is about 1.25e9, RDMA about 5e10)", d.LinkBytesPerSecond)
+		}
+		po := o.Options
+		po.Seed += uint64(o.Copies)
+		p, err := New(po)
+		if err != nil {
+			return nil, err
+		}
+		c.prefill, c.link = p, &kvLink{bps: d.LinkBytesPerSecond}
+		c.gw.reg.MustRegister(c.gw.kvTransfer, c.gw.kvBytes)
+		for _, s := range c.copies {
+			s.beforeSubmit = c.prefillFirst
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", c.chat)
 	mux.HandleFunc("GET /metrics", c.metrics)
@@ -103,6 +154,43 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 // Copy returns copy i, for faults and inspection.
 func (c *Cluster) Copy(i int) *Sim { return c.copies[i] }
 
+// Prefill returns the prefill engine of a prefill/decode split, else nil.
+func (c *Cluster) Prefill() *Sim { return c.prefill }
+
+// engines is every engine: the copies, then the prefill engine if any.
+func (c *Cluster) engines() []*Sim {
+	if c.prefill == nil {
+		return c.copies
+	}
+	return append(append([]*Sim{}, c.copies...), c.prefill)
+}
+
+// prefillFirst runs r's prefill on the prefill engine and moves its KV over
+// the link; r's decode engine then admits it with the prompt computed.
+func (c *Cluster) prefillFirst(ctx context.Context, r *request) error {
+	p := c.prefill
+	pr := &request{
+		id: p.nextID.Add(1), prompt: r.prompt, maxTokens: 1, maxParam: 1,
+		finish: finishLength, hashes: r.hashes, notify: make(chan struct{}, 1),
+	}
+	if err := p.submit(p.life.Load(), pr); err != nil {
+		return err
+	}
+	if _, err := p.waitTokens(ctx, pr, 0); err != nil {
+		return err
+	}
+	now := c.clock.Now()
+	bytes := float64(r.prompt) * p.prof.kvBytesPerToken()
+	end := c.link.reserve(now, bytes)
+	c.gw.kvTransfer.Observe((end - now).Seconds())
+	c.gw.kvBytes.Add(bytes)
+	if err := c.clock.SleepUntil(ctx, end); err != nil {
+		return err
+	}
+	r.kvReady = true
+	return nil
+}
+
 // Handler serves the gateway. Someone mounting it without Start must call Run.
 func (c *Cluster) Handler() http.Handler { return c.handler }
 
@@ -114,7 +202,7 @@ func (c *Cluster) Run(ctx context.Context) error {
 		return errors.New("sim cluster: already ran; make a new Cluster to run again")
 	}
 	var wg sync.WaitGroup
-	for _, s := range c.copies {
+	for _, s := range c.engines() {
 		s.life.Load().up.Store(true)
 		wg.Go(func() { _ = s.Run(ctx) })
 	}
@@ -134,7 +222,7 @@ func (c *Cluster) Start(addr string) (string, error) {
 	c.cancel, c.done = cancel, make(chan struct{})
 	srv, done := c.srv, c.done
 	c.srvMu.Unlock()
-	for _, s := range c.copies {
+	for _, s := range c.engines() {
 		s.life.Load().up.Store(true)
 	}
 	go func() {
@@ -150,7 +238,7 @@ func (c *Cluster) Close() error {
 	c.srvMu.Lock()
 	srv, cancel, done := c.srv, c.cancel, c.done
 	c.srvMu.Unlock()
-	for _, s := range c.copies {
+	for _, s := range c.engines() {
 		_ = s.Close()
 	}
 	if srv == nil {
@@ -274,8 +362,13 @@ func (c *Cluster) forward(w http.ResponseWriter, r *http.Request) {
 	c.copies[0].handler.ServeHTTP(w, r)
 }
 
-// admin forwards /admin/faults?copy=i to copy i.
+// admin forwards /admin/faults?copy=i to copy i, and copy=prefill to the
+// prefill engine of a prefill/decode split.
 func (c *Cluster) admin(w http.ResponseWriter, r *http.Request) {
+	if c.prefill != nil && r.URL.Query().Get("copy") == "prefill" {
+		c.prefill.handler.ServeHTTP(w, r)
+		return
+	}
 	i, err := strconv.Atoi(r.URL.Query().Get("copy"))
 	if err != nil || i < 0 || i >= len(c.copies) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("name the copy: /admin/faults?copy=N with N from 0 to %d", len(c.copies)-1))
@@ -295,7 +388,7 @@ func (c *Cluster) metrics(w http.ResponseWriter, _ *http.Request) {
 	for _, f := range fams {
 		byName[f.GetName()] = f
 	}
-	for i, s := range c.copies {
+	for i, s := range c.engines() {
 		fs := s.faults.Load()
 		if fs.f.MetricsGone {
 			continue
@@ -304,14 +397,20 @@ func (c *Cluster) metrics(w http.ResponseWriter, _ *http.Request) {
 		if err != nil {
 			continue
 		}
-		name, value := "copy", strconv.Itoa(i)
-		label := &dto.LabelPair{Name: &name, Value: &value}
+		labels := []*dto.LabelPair{pair("copy", strconv.Itoa(i))}
+		if c.prefill != nil {
+			phase := "decode"
+			if s == c.prefill {
+				labels[0], phase = pair("copy", "prefill"), "prefill"
+			}
+			labels = append(labels, pair("phase", phase))
+		}
 		for _, f := range cf {
 			if fs.missing[f.GetName()] {
 				continue
 			}
 			for _, m := range f.Metric {
-				m.Label = append(m.Label, label)
+				m.Label = append(m.Label, labels...)
 				sort.Slice(m.Label, func(a, b int) bool { return m.Label[a].GetName() < m.Label[b].GetName() })
 			}
 			if have, ok := byName[f.GetName()]; ok {
@@ -332,6 +431,8 @@ func (c *Cluster) metrics(w http.ResponseWriter, _ *http.Request) {
 		_ = enc.Encode(byName[n])
 	}
 }
+
+func pair(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name, Value: &value} }
 
 // gatewayWriter watches an answer on its way to the caller: its status, when
 // the first token and the last write went out, and the tokens it carried.
@@ -417,6 +518,10 @@ type gatewayMetrics struct {
 	duration       *prometheus.HistogramVec // by error_type ("" on success)
 	input, output  prometheus.Observer
 	durationLabels []string
+	// A prefill/decode split's KV transfers: the wait for the link plus the
+	// transfer, and the bytes moved.
+	kvTransfer prometheus.Histogram
+	kvBytes    prometheus.Counter
 }
 
 func newGatewayMetrics(provider, model string) *gatewayMetrics {
@@ -436,6 +541,15 @@ func newGatewayMetrics(provider, model string) *gatewayMetrics {
 	g.input = usage.WithLabelValues(append(append([]string{}, values...), "input")...)
 	g.output = usage.WithLabelValues(append(append([]string{}, values...), "output")...)
 	g.durationLabels = values
+	g.kvTransfer = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "headroom_sim_kv_transfer_seconds",
+		Help:    "Prefill/decode split: time from a prefill's end until its KV reached the decode engine, queueing for the link included (modelled seconds).",
+		Buckets: genAIDurationBuckets,
+	})
+	g.kvBytes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "headroom_sim_kv_transfer_bytes_total",
+		Help: "Prefill/decode split: KV bytes moved from the prefill engine to the decode engines.",
+	})
 	return g
 }
 

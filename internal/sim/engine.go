@@ -21,6 +21,9 @@ type request struct {
 	arrival   time.Duration
 	notify    chan struct{} // buffered 1; poked when produced grows
 	life      *life         // the engine life it was submitted to
+	// kvReady says the prompt's KV arrived from a prefill engine: at first
+	// admission only the last prompt token is computed here.
+	kvReady bool
 	// ---
 	malformed bool         // the malformed-tool-calls fault struck; set before the first token is published
 	produced  atomic.Int64 // tokens generated so far
@@ -72,7 +75,11 @@ type engine struct {
 }
 
 func newEngine(s *Sim, l *life) *engine {
-	return &engine{s: s, l: l, met: l.met, p: l.prof, kv: newBlockPool(l.prof.KVCapacityTokens / l.prof.BlockSize), end: l.born, ratio: sglangInitRatio}
+	e := &engine{s: s, l: l, met: l.met, p: l.prof, kv: newBlockPool(l.prof.KVCapacityTokens / l.prof.BlockSize), end: l.born, ratio: sglangInitRatio}
+	if n := l.prof.HostCacheTokens / l.prof.BlockSize; n > 0 {
+		e.kv.host = newHostCache(n)
+	}
+	return e
 }
 
 // run loops over iterations until ctx is done (returning false) or the life
@@ -321,7 +328,8 @@ func (e *engine) schedule(start time.Duration) time.Duration {
 	cost := e.p.DecodeBaseSeconds +
 		e.p.DecodeSecondsPerKVToken*float64(pl.decodeContext) +
 		float64(pl.prefillTokens)/e.p.PrefillTokensPerSecond +
-		e.p.PrefillAttentionSecondsPerKVToken*pl.attention
+		e.p.PrefillAttentionSecondsPerKVToken*pl.attention +
+		pl.hostSeconds
 	e.met.iterationTokens.Observe(float64(pl.decodeTokens + pl.prefillTokens))
 	return time.Duration(cost * float64(time.Second))
 }
@@ -334,6 +342,7 @@ type iterationPlan struct {
 	decodeContext int     // tokens of context read by the decodes
 	prefillTokens int     // prompt tokens computed
 	attention     float64 // prefill token-pairs of attention
+	hostSeconds   float64 // copying host-cache hits into GPU blocks
 }
 
 // add puts n tokens of r's work into the iteration.
@@ -393,7 +402,19 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 			taken++
 		}
 	}
-	computed := hits * e.p.BlockSize
+	// Host tier: the blocks after the GPU hits that host memory holds are
+	// copied in (a transfer, not a recompute).
+	hostHits := 0
+	if e.kv.host != nil {
+		for limit := min(len(r.hashes), (target-1)/e.p.BlockSize); hits+hostHits < limit && e.kv.host.hit(r.hashes[hits+hostHits]); {
+			hostHits++
+		}
+	}
+	computed := (hits + hostHits) * e.p.BlockSize
+	local := computed // prompt tokens this engine's caches served
+	if r.kvReady && !r.scheduled {
+		computed = max(computed, r.prompt-1)
+	}
 	n := min(target-computed, e.plan.budget)
 	if e.blocksFor(computed+n)-hits+reserve > e.kv.available()-taken {
 		return false // wait for blocks, head of line, as both engines do
@@ -403,17 +424,22 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 		r.blocks = append(r.blocks, b)
 	}
 	r.chain = r.chain[:0]
+	if hostHits > 0 {
+		tokens := hostHits * e.p.BlockSize
+		e.plan.hostSeconds += float64(tokens) * e.p.kvBytesPerToken() / e.p.HostBandwidthBytesPerSecond
+		e.met.hostHits.Add(float64(tokens))
+	}
 	r.computed = computed
 	r.registered = hits
 	e.grow(r, computed+n)
 	e.met.prefixQueries.Add(float64(target))
-	e.met.prefixHits.Add(float64(computed))
+	e.met.prefixHits.Add(float64(local))
 	e.met.queryTokens += float64(target)
-	e.met.hitTokens += float64(computed)
+	e.met.hitTokens += float64(local)
 	if !r.scheduled {
 		r.scheduled = true
 		r.scheduledAt = start
-		r.cached.Store(int64(computed))
+		r.cached.Store(int64(local))
 		e.met.queueAtAdmit.Observe((start - r.arrival).Seconds())
 	}
 	e.waiting = e.waiting[1:]

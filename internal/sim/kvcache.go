@@ -1,5 +1,7 @@
 package sim
 
+import "container/list"
+
 // blockPool is the engine's KV cache: a fixed number of blocks, reference
 // counted while requests hold them, with a prefix cache keyed by chained block
 // hashes. Blocks that nobody holds stay cached until they are evicted, least
@@ -17,8 +19,9 @@ type blockPool struct {
 
 	free   []int32 // stack of uncached blocks with ref == 0
 	byHash map[uint64]int32
-	used   int     // blocks with ref > 0
-	pinned []int32 // blocks held out of use by the KV-shrink fault
+	used   int        // blocks with ref > 0
+	pinned []int32    // blocks held out of use by the KV-shrink fault
+	host   *hostCache // where evicted prefix blocks go; nil without a host tier
 }
 
 func newBlockPool(n int) *blockPool {
@@ -79,6 +82,9 @@ func (p *blockPool) alloc() int32 {
 		p.lruRemove(b)
 		if cur, ok := p.byHash[p.hash[b]]; ok && cur == b {
 			delete(p.byHash, p.hash[b])
+			if p.host != nil {
+				p.host.put(p.hash[b])
+			}
 		}
 		p.hashed[b] = false
 	}
@@ -138,4 +144,41 @@ func (p *blockPool) lruRemove(b int32) {
 		p.tail = p.prev[b]
 	}
 	p.lruLen--
+}
+
+// hostCache is the host-memory tier (HiCache-like): the hashes of prefix
+// blocks evicted from the GPU cache, least recently used out first when it
+// is full. Only the engine goroutine touches it.
+type hostCache struct {
+	capacity int // blocks
+	order    *list.List
+	byHash   map[uint64]*list.Element
+}
+
+func newHostCache(blocks int) *hostCache {
+	return &hostCache{capacity: blocks, order: list.New(), byHash: map[uint64]*list.Element{}}
+}
+
+// put keeps h as the most recently used block, dropping the least recently
+// used one when full.
+func (c *hostCache) put(h uint64) {
+	if e, ok := c.byHash[h]; ok {
+		c.order.MoveToBack(e)
+		return
+	}
+	if c.order.Len() >= c.capacity {
+		old := c.order.Front()
+		delete(c.byHash, old.Value.(uint64))
+		c.order.Remove(old)
+	}
+	c.byHash[h] = c.order.PushBack(h)
+}
+
+// hit reports whether h is held, marking it recently used.
+func (c *hostCache) hit(h uint64) bool {
+	e, ok := c.byHash[h]
+	if ok {
+		c.order.MoveToBack(e)
+	}
+	return ok
 }

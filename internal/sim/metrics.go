@@ -78,6 +78,7 @@ type metrics struct {
 
 	lag, lagMax prometheus.Gauge
 	iterations  prometheus.Counter
+	hostHits    prometheus.Counter // prompt tokens served from the host cache tier
 
 	// hits and queries since start, for SGLang's cache_hit_rate gauge.
 	hitTokens, queryTokens float64
@@ -112,6 +113,10 @@ func unregistered() *metrics {
 	m.iterations = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "headroom_sim_iterations_total",
 		Help: "Engine iterations run.",
+	})
+	m.hostHits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "headroom_sim_host_cache_hit_tokens_total",
+		Help: "Prompt tokens served from the host-memory cache tier (copied in, not recomputed); also counted as prefix cache hits.",
 	})
 	m.reg.MustRegister(m.lag, m.lagMax, m.iterations)
 	return m

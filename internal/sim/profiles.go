@@ -131,6 +131,7 @@ func (f ProfileFile) Resolve() (Profile, error) {
 		fill(&p.PrefillAttentionSecondsPerKVToken, d.PrefillAttentionSecondsPerKVToken)
 		fill(&p.DecodeBaseSeconds, d.DecodeBaseSeconds)
 		fill(&p.DecodeSecondsPerKVToken, d.DecodeSecondsPerKVToken)
+		fill(&p.KVBytesPerToken, f.Spec.KVBytesPerToken)
 	}
 	return p, p.Validate()
 }

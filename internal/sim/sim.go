@@ -54,6 +54,31 @@ type Profile struct {
 	// DecodeSecondsPerKVToken is the cost per token of context read by a decode
 	// step, summed over the sequences decoding in the iteration.
 	DecodeSecondsPerKVToken float64 `json:"decode_seconds_per_kv_token"`
+	// KVBytesPerToken is the KV cache's size per token, for transfers: to the
+	// decode engines of a prefill/decode split and to and from the host
+	// cache tier. 0 means DefaultKVBytesPerToken.
+	KVBytesPerToken float64 `json:"kv_bytes_per_token,omitempty"`
+	// HostCacheTokens is the host-memory cache tier (HiCache-like) in tokens:
+	// prefix blocks evicted from the GPU cache are kept there, least recently
+	// used out first, and a later hit costs a transfer at
+	// HostBandwidthBytesPerSecond instead of a recompute. 0 turns it off.
+	HostCacheTokens int `json:"host_cache_tokens,omitempty"`
+	// HostBandwidthBytesPerSecond is the host-to-GPU copy rate for host cache
+	// hits (PCIe 5 x16 is ~50 GB/s per GPU); required with HostCacheTokens.
+	HostBandwidthBytesPerSecond float64 `json:"host_bandwidth_bytes_per_second,omitempty"`
+}
+
+// DefaultKVBytesPerToken is the KV size per token a profile without one
+// is taken to have: DefaultProfile's GLM-4.5-shaped model, 92 layers x 8 KV
+// heads x 128 dims x K,V x 2 bytes (BF16).
+const DefaultKVBytesPerToken = 376832
+
+// kvBytesPerToken is KVBytesPerToken or its default.
+func (p Profile) kvBytesPerToken() float64 {
+	if p.KVBytesPerToken > 0 {
+		return p.KVBytesPerToken
+	}
+	return DefaultKVBytesPerToken
 }
 
 // DefaultProfile stands for the reference report's recipe 0: a GLM-class MoE
@@ -104,6 +129,7 @@ func DefaultProfile() Profile {
 		PrefillAttentionSecondsPerKVToken: 2e-10,
 		DecodeBaseSeconds:                 0.022,
 		DecodeSecondsPerKVToken:           3e-8,
+		KVBytesPerToken:                   DefaultKVBytesPerToken,
 	}
 }
 
@@ -135,6 +161,9 @@ func (p Profile) Validate() error {
 		{"prefill_attention_seconds_per_kv_token", p.PrefillAttentionSecondsPerKVToken},
 		{"decode_base_seconds", p.DecodeBaseSeconds},
 		{"decode_seconds_per_kv_token", p.DecodeSecondsPerKVToken},
+		{"kv_bytes_per_token", p.KVBytesPerToken},
+		{"host_cache_tokens", float64(p.HostCacheTokens)},
+		{"host_bandwidth_bytes_per_second", p.HostBandwidthBytesPerSecond},
 	}
 	for _, f := range nonNegative {
 		if !(f.v >= 0) {
@@ -143,6 +172,9 @@ func (p Profile) Validate() error {
 	}
 	if p.DecodeBaseSeconds == 0 && p.DecodeSecondsPerKVToken == 0 {
 		return fmt.Errorf("sim profile %q: decode_base_seconds and decode_seconds_per_kv_token are both 0: decoding would take no time; set one", p.Name)
+	}
+	if p.HostCacheTokens > 0 && p.HostBandwidthBytesPerSecond == 0 {
+		return fmt.Errorf("sim profile %q: host_cache_tokens is %d but host_bandwidth_bytes_per_second is 0: give the host-to-GPU copy rate (PCIe 5 x16 is about 5e10)", p.Name, p.HostCacheTokens)
 	}
 	if blocks := p.KVCapacityTokens / p.BlockSize; blocks*p.BlockSize < p.MaxModelLen {
 		return fmt.Errorf("sim profile %q: kv_capacity_tokens %d holds %d whole blocks of %d, fewer than one max_model_len (%d) sequence: raise kv_capacity_tokens or lower max_model_len",
@@ -199,6 +231,10 @@ type Sim struct {
 	stopped chan struct{} // closed when Run returns
 	runOnce sync.Once
 
+	// beforeSubmit, when set (a decode engine of a prefill/decode split),
+	// runs between a chat request's checks and its submission to the engine.
+	beforeSubmit func(ctx context.Context, r *request) error
+
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
 
@@ -228,10 +264,14 @@ type life struct {
 }
 
 func (s *Sim) newLife(p Profile) *life {
+	m := s.pers.metrics(p)
+	if p.HostCacheTokens > 0 {
+		m.reg.MustRegister(m.hostHits)
+	}
 	return &life{
 		born:    s.clock.Now(),
 		prof:    p,
-		met:     s.pers.metrics(p),
+		met:     m,
 		wake:    make(chan struct{}, 1),
 		stopped: make(chan struct{}),
 		kill:    make(chan struct{}),

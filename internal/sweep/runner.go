@@ -295,6 +295,12 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		crossed = 1
 	}
 	if p.Repeat && crossed > 0 && runErr == nil && ctx.Err() == nil {
+		// a repeat must not inherit the backlog of the step that missed:
+		// stop the lanes and let the engine drain before climbing again
+		r.Load.SetSessions(0)
+		if idle := r.waitIdle(ctx); !idle {
+			res.Warnings = append(res.Warnings, "the engine was not idle before the repeats: they start on a backlog")
+		}
 		// the steps either side of the crossing run again; each verdict then
 		// rests on both runs
 		for _, n := range []int{lo, hi} {
@@ -442,8 +448,20 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		r.OnStepStart(i, n)
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseWarmup})
+	if repeatOf >= 0 && len(p.Ladder) > 0 {
+		// a repeat starts from a drained engine: bring the lanes back in
+		// batches of the ladder's first step, one warm-up each, as the climb
+		// did, so their cold prompts do not all queue at once
+		batch := max(p.Ladder[0], 1)
+		for have := batch; have < n; have += batch {
+			r.Load.SetSessions(have)
+			if err := c.Sleep(ctx, p.Warmup); err != nil {
+				return StepResult{}, err
+			}
+		}
+	}
 	r.Load.SetSessions(n)
-	measureStart := alignUp(start+p.Warmup, p.Scrape)
+	measureStart := alignUp(c.Now()+p.Warmup, p.Scrape)
 	r.logf("step %d: %d sessions, warm-up until %s, judged %s", i+1, n, fmtDur(measureStart), fmtDur(p.Step))
 	if err := c.SleepUntil(ctx, measureStart); err != nil {
 		return StepResult{}, err
@@ -526,9 +544,6 @@ func WithParts(st verdict.Step, parts ...verdict.Part) verdict.Step {
 		st.Parts = append(st.Parts, p)
 		st.Verdict = verdict.Worse(st.Verdict, p.Verdict)
 		st.Missing = append(st.Missing, p.Missing...)
-		for _, w := range p.Value.Warnings {
-			st.Warnings = append(st.Warnings, p.Name+": "+w)
-		}
 	}
 	return st
 }
@@ -812,6 +827,25 @@ func tokensOf(ws []signal.Window) Tokens {
 		t.PerHour = (t.Prompt + t.Output) / t.Seconds * 3600
 	}
 	return t
+}
+
+// waitIdle waits, at most the drain time, until the engine has nothing
+// running or waiting; it reports whether it got there.
+func (r *Runner) waitIdle(ctx context.Context) bool {
+	c := r.Clock
+	deadline := c.Now() + r.Plan.Drain
+	for c.Now() < deadline && ctx.Err() == nil {
+		s, err := r.Source.Scrape(ctx, c.Now())
+		if err == nil && s.Gauge[signal.Running] == 0 && s.Gauge[signal.Waiting] == 0 {
+			if _, ok := s.Gauge[signal.Running]; ok {
+				return true
+			}
+		}
+		if c.Sleep(ctx, r.Plan.Scrape) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // postFlight stops the load and waits until the engine has nothing running
