@@ -5,7 +5,9 @@
 // Prometheus metrics in modelled time. It answers tool calls and read-back
 // questions so evals can be rehearsed, injects faults on demand (Options.Faults
 // and the loopback-only /admin/faults), and runs N copies behind a routing
-// gateway with OpenTelemetry gen_ai metrics (Cluster).
+// gateway with OpenTelemetry gen_ai metrics (Cluster), optionally as a
+// prefill/decode split over a link of given bandwidth; a profile may add a
+// host-memory cache tier (HostCacheTokens).
 //
 // The engine keeps a modelled clock and paces it against wall time through
 // Options.Scale, so a rehearsal can replay an hour of agent traffic in a
