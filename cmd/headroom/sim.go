@@ -23,7 +23,7 @@ func simCmd(stderr io.Writer) *cobra.Command {
 	var (
 		host, profile, personality, faults, router, model string
 		port, copies                                      int
-		scale                                             float64
+		scale, pdLink                                     float64
 		seed                                              uint64
 	)
 	serve := &cobra.Command{
@@ -36,6 +36,7 @@ POSTing the same JSON to /admin/faults from loopback. Built-in profiles: ` + str
 		Example: `  headroom sim serve --port 8000
   headroom sim serve --personality sglang --profile glm-16xrtx6000-128k
   headroom sim serve --copies 2 --router prefix_affinity
+  headroom sim serve --pd-link 1.25e9          # prefill/decode split over plain 10 GbE TCP
   headroom sim serve --faults '{"refuse": {"share": 0.1, "status": 429}}'
   curl -s localhost:8000/metrics | grep vllm:time_to_first_token
   curl -s -XPOST localhost:8000/admin/faults -d '{"stall": {"at_s": 0, "for_s": 30}}'`,
@@ -71,8 +72,12 @@ POSTing the same JSON to /admin/faults from loopback. Built-in profiles: ` + str
 			addr := net.JoinHostPort(host, strconv.Itoa(port))
 			var url string
 			var closer func() error
-			if copies > 1 {
-				c, err := sim.NewCluster(sim.ClusterOptions{Options: opts, Copies: copies, Router: router})
+			if copies > 1 || pdLink > 0 {
+				co := sim.ClusterOptions{Options: opts, Copies: copies, Router: router}
+				if pdLink > 0 {
+					co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: pdLink}
+				}
+				c, err := sim.NewCluster(co)
 				if err != nil {
 					return err
 				}
@@ -108,6 +113,7 @@ POSTing the same JSON to /admin/faults from loopback. Built-in profiles: ` + str
 	serve.Flags().IntVar(&copies, "copies", 1, "engine copies behind the gateway")
 	serve.Flags().StringVar(&router, "router", sim.RoundRobin, "routing over copies: round_robin, least_loaded or prefix_affinity")
 	serve.Flags().StringVar(&model, "model", "", "model id to serve (default: the profile's)")
+	serve.Flags().Float64Var(&pdLink, "pd-link", 0, "split prefill from decode, handing KV over a link of this many bytes/s (1.25e9 = 10 GbE)")
 	cmd.AddCommand(serve)
 	return cmd
 }

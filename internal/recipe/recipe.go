@@ -75,6 +75,10 @@ type SimSpec struct {
 	// Faults the simulator injects (see docs/simulator.md), as they would be
 	// posted to its /admin/faults endpoint.
 	Faults json.RawMessage `json:"faults,omitempty"`
+	// PDLinkBytesPerSecond, when set, splits prefill from decode: a prefill
+	// engine hands each request's KV to the decode copies over a link of this
+	// bandwidth (e.g. 1.25e9 for 10 GbE TCP, 5e10 for RDMA).
+	PDLinkBytesPerSecond float64 `json:"pd_link_bytes_per_second,omitempty"`
 }
 
 // Deployer types a recipe's deploy section may name.

@@ -424,9 +424,12 @@ func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []st
 		Start(string) (string, error)
 		Close() error
 	}
-	if cfg.Recipe.Copies > 1 {
-		router := strings.ReplaceAll(cfg.Recipe.Router, "-", "_")
-		s, err = sim.NewCluster(sim.ClusterOptions{Options: opts, Copies: cfg.Recipe.Copies, Router: router})
+	if cfg.Recipe.Copies > 1 || cfg.Recipe.Sim.PDLinkBytesPerSecond > 0 {
+		co := sim.ClusterOptions{Options: opts, Copies: max(cfg.Recipe.Copies, 1), Router: strings.ReplaceAll(cfg.Recipe.Router, "-", "_")}
+		if link := cfg.Recipe.Sim.PDLinkBytesPerSecond; link > 0 {
+			co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: link}
+		}
+		s, err = sim.NewCluster(co)
 	} else {
 		s, err = sim.New(opts)
 	}
