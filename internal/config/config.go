@@ -50,6 +50,9 @@ type Bar struct {
 	TTFTP90S            float64 `json:"ttft_p90_s"`
 	InteractivityP90TPS float64 `json:"interactivity_p90_tps"`
 	ErrorRate           float64 `json:"error_rate"`
+	// ClientErrors counts errors as the client saw them when the server
+	// reports no HTTP status counters (SGLang alone); the report says so.
+	ClientErrors bool `json:"client_errors,omitempty"`
 }
 
 // Workload says which sessions are replayed and how.

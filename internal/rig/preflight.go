@@ -16,10 +16,12 @@ import (
 
 // barSignals are the signals the bar needs; the alternatives in a group
 // stand in for each other (interactivity falls back to inter-token latency).
-var barSignals = [][]string{
-	{signal.TTFT},
-	{signal.TPOT, signal.ITL},
-	{signal.HTTP4xx, signal.RequestsAborted},
+func barSignals(clientErrors bool) [][]string {
+	out := [][]string{{signal.TTFT}, {signal.TPOT, signal.ITL}, {signal.RequestsAborted}}
+	if !clientErrors {
+		out = append(out, []string{signal.HTTP4xx}, []string{signal.HTTP5xx})
+	}
+	return out
 }
 
 // preflight checks, before any load: the endpoint answers, lists the model,
@@ -79,7 +81,7 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *si
 		return "", fmt.Errorf("metrics: some targets did not answer: %s", strings.Join(s.Errors, "; "))
 	}
 	var missing []string
-	for _, group := range barSignals {
+	for _, group := range barSignals(cfg.Bar.ClientErrors) {
 		ok := false
 		for _, name := range group {
 			if _, h := s.Hist[name]; h {
@@ -94,7 +96,11 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *si
 		}
 	}
 	if len(missing) > 0 {
-		return "", fmt.Errorf("the bar needs signals the server does not report: %s (check recipe.metrics and recipe.mapping)", strings.Join(missing, ", "))
+		hint := "check recipe.metrics and recipe.mapping"
+		if strings.Contains(strings.Join(missing, " "), "http_") {
+			hint += "; a server without HTTP status counters (SGLang alone) needs its gateway's /metrics in recipe.metrics, or bar.client_errors: true to count refusals as the client sees them"
+		}
+		return "", fmt.Errorf("the bar needs signals the server does not report: %s (%s)", strings.Join(missing, ", "), hint)
 	}
 	running, okR := s.Gauge[signal.Running]
 	waiting, okW := s.Gauge[signal.Waiting]

@@ -504,6 +504,7 @@ func remaining(ladder []int, done []sweep.StepResult) []int {
 func SweepPlan(cfg config.Run) sweep.Plan {
 	opts := verdict.DefaultOptions()
 	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
+	opts.ClientErrors = cfg.Bar.ClientErrors
 	return sweep.Plan{
 		Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
 		Window: seconds(cfg.Sweep.WindowS), Scrape: seconds(cfg.Sweep.ScrapeS), Drain: seconds(cfg.Sweep.DrainS),

@@ -141,6 +141,10 @@ type Options struct {
 	Block           int     `json:"block"`             // 1 resamples single windows; >1 moving blocks of this many
 	Confidence      float64 `json:"confidence"`        // of every interval
 	MinSentFraction float64 `json:"min_sent_fraction"` // latency is no_data below this share of planned turns sent; 0 means 0.95
+	// ClientErrors, when the server reports no HTTP status counters (SGLang
+	// alone does not), counts errors as the client saw them instead of
+	// reading no data; the part's source says so. Off by default.
+	ClientErrors bool `json:"client_errors,omitempty"`
 }
 
 // DefaultOptions are 2000 resamples of single windows at 95% confidence, and
@@ -414,6 +418,17 @@ func (j judge) errors(bar float64) Part {
 			p.Missing = append(p.Missing, c)
 			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", c, absent[c], n))
 		}
+	}
+	if len(p.Missing) > 0 && j.o.ClientErrors && absent[signal.HTTP4xx] == n && absent[signal.HTTP5xx] == n {
+		// the server reports no HTTP statuses at all: count what the client
+		// saw (refusals, 5xx, timeouts, aborts, broken streams), openly
+		for i := range n {
+			l := j.load[i]
+			errs[i] = float64(l.ClientErrors + l.Unsent)
+		}
+		p.Source = "client-seen errors + unsent (the server reports no HTTP statuses; bar.client_errors is on)"
+		p.Value.Warnings = append(p.Value.Warnings, "the server reports no HTTP status counters: errors are the client's count")
+		p.Missing = nil
 	}
 	if len(p.Missing) > 0 {
 		return p // server error counters missing: errors cannot be judged

@@ -340,3 +340,26 @@ func TestStallNeverPasses(t *testing.T) {
 		t.Errorf("no stall warning: %v", st.Warnings)
 	}
 }
+
+// TestClientErrorsWhenTheServerReportsNoStatuses: SGLang alone exposes no
+// HTTP status counters. By default errors read no data; with ClientErrors on,
+// the client's count is used and the source says so.
+func TestClientErrorsWhenTheServerReportsNoStatuses(t *testing.T) {
+	const n = 10
+	ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(n)
+	ls := load(n, 100, 100)
+	for i := range ws {
+		delete(ws[i].Counter, signal.HTTP4xx)
+		delete(ws[i].Counter, signal.HTTP5xx)
+		ls[i].ClientErrors = 5 // 5% refused, as the client saw
+	}
+	if p, _ := Judge(bar, ws, ls, DefaultOptions()).Part(PartErrors); p.Verdict != NoData {
+		t.Errorf("default: errors %s, want no_data", p.Verdict)
+	}
+	o := DefaultOptions()
+	o.ClientErrors = true
+	p, _ := Judge(bar, ws, ls, o).Part(PartErrors)
+	if p.Verdict != Fail || !strings.Contains(p.Source, "client-seen") || p.Value.Center != 0.05 {
+		t.Errorf("client errors: %s at %g from %q, want fail at 0.05 from the client's count", p.Verdict, p.Value.Center, p.Source)
+	}
+}
