@@ -89,10 +89,17 @@ func (p Profile) kvBytesPerToken() float64 {
 //
 // Reasoning behind the numbers (physical estimates, then tuned against the
 // whole pipeline; docs/simulator.md has the figures the default run reaches):
-//   - KV capacity: 16 x 96 GB at 0.9 utilisation is ~1380 GB; ~400 GB of FP8
-//     weights and ~80 GB of activations and graphs leave ~900 GB. A GLM-4.5-
-//     shaped model stores ~376 KB of BF16 KV per token (92 layers x 8 KV heads
-//     x 128 dims x K,V x 2 bytes), so ~2.4M tokens (150,000 blocks of 16).
+//   - KV capacity 1.5M tokens: 16 x 96 GB at 0.9 utilisation is ~1380 GB;
+//     ~400 GB of FP8 weights leave under 1000 GB. A GLM-4.5-shaped model
+//     stores ~376 KB of BF16 KV per token (92 layers x 8 KV heads x 128 dims
+//     x K,V x 2 bytes), so the bounds are ~2.4M tokens (80 GB of activations
+//     and graphs, no KV head stored twice) and ~1.2M (tensor parallel over 16
+//     ranks with 8 KV heads stores each head twice). 1.5M is tuned in that
+//     range (as if ~25 GB a card went to activations, graphs and
+//     communication buffers at 512K context): it is what makes the engine
+//     run out of prefix cache past ~10 half-heavy sessions (about 1M tokens
+//     of live contexts plus subagents), so that evicted histories are
+//     recomputed and TTFT limits capacity, as in the reference report.
 //   - Decode base 22 ms: reading the active experts' ~32 GB of FP8 weights
 //     takes ~2 ms at 60% of 16 x 1.8 TB/s; the rest is two tensor-parallel
 //     all-reduces per layer over PCIe (cards without NVLink), ~100 us each
@@ -102,32 +109,32 @@ func (p Profile) kvBytesPerToken() float64 {
 //     attention on PCIe-linked cards runs at well under half of peak. Ten
 //     agent sessions at 100K tokens each then decode at 22 + 30 = 52 ms a
 //     step, ~19 tokens/s per user before prefill stalls.
-//   - Prefill 15K tokens/s: the compute (64 GFLOP a token) would allow
-//     several times more, but each 8192-token chunk all-reduces ~84 MB of
-//     activations twice per layer over PCIe, ~15 GB a chunk, which bounds
-//     prefill near 10-15K tokens/s on 16 PCIe cards.
-//   - Prefill attention 0.2 ns per token-pair: tuned (with the three terms
-//     above) so that the default run's half-heavy/half-light mix at 10
-//     sessions lands near the reference report's P90 interactivity of 12.5
-//     tokens/s (13.5 reached); its P90 TTFT lands near 1.3 s against the
-//     report's 4.8 s. A heavier attention term (0.4 ns at 10K tokens/s)
-//     reaches 2-3 s but makes the default run's low steps, whose P90 rests
-//     on a few cold 100-200K-token prompts, read too close, and its capacity
-//     swing between runs (docs/simulator.md has both). An 8192-token chunk
-//     at 150K tokens of context costs ~0.55 s + ~0.25 s, stalling every
-//     decode in that iteration, as chunked prefill does.
+//   - Prefill 25K tokens/s: the compute (64 GFLOP a token) would allow
+//     several times more; each 8192-token chunk all-reduces ~84 MB of
+//     activations twice per layer over PCIe, ~15 GB a chunk, which at
+//     ~50 GB/s of PCIe 5 bounds prefill near 25K tokens/s.
+//   - Prefill attention 0.2 ns per token-pair: with the terms above, an
+//     8192-token chunk at 150K tokens of context costs ~0.33 s + ~0.25 s,
+//     stalling every decode in that iteration, as chunked prefill does.
 //   - 128 running sequences and an 8192-token iteration budget follow vLLM's
 //     defaults for large GPUs.
+//
+// With the default run's half-heavy/half-light mix the capacity read over
+// two runs was 9.3 and 10.1 sessions, limited by TTFT (the reference's
+// recipe 0 holds about 10); at 10 sessions P90 interactivity reads ~13.4
+// tokens/s (reference 12.5) but P90 TTFT ~1.9 s, under the reference's
+// 4.8 s: TTFT rises past the bar as a cliff between 10 and 12 sessions
+// (prefix-cache eviction), not gradually.
 func DefaultProfile() Profile {
 	return Profile{
 		Name:                              "glm-16xrtx6000",
 		Model:                             "glm-5.3",
 		MaxModelLen:                       524288,
 		BlockSize:                         16,
-		KVCapacityTokens:                  2_400_000,
+		KVCapacityTokens:                  1_500_000,
 		MaxNumSeqs:                        128,
 		MaxBatchedTokens:                  8192,
-		PrefillTokensPerSecond:            15000,
+		PrefillTokensPerSecond:            25000,
 		PrefillAttentionSecondsPerKVToken: 2e-10,
 		DecodeBaseSeconds:                 0.022,
 		DecodeSecondsPerKVToken:           3e-8,
