@@ -69,8 +69,8 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 6, 12]",
 		"warmup_s: 60", "warmup_s: 30",
 		"step_s: 900", "step_s: 90",
-		"target: 12", "target: 6",
-		"stress: 16", "stress: 12",
+		"target: 8", "target: 6",
+		"stress: 12", "stress: 12",
 		"synth_sessions: 200", "synth_sessions: 40",
 		"resamples: 1000", "resamples: 200",
 	).Replace(string(config.DefaultYAML()))

@@ -35,8 +35,8 @@ func TestInterruptMidStep(t *testing.T) {
 	dir := t.TempDir()
 	cfg := strings.NewReplacer(
 		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 4, 6]",
-		"target: 12", "target: 6",
-		"stress: 16", "stress: 6",
+		"target: 8", "target: 6",
+		"stress: 12", "stress: 6",
 		"step_s: 900", "step_s: 180",
 		"time_scale: 100", "time_scale: 20",
 		"synth_sessions: 200", "synth_sessions: 40",

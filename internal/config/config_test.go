@@ -43,7 +43,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		// A ladder must go up.
 		{"ladder order", "ladder: [4, 8, 12, 16, 20]", "ladder: [4, 2]", "sweep.ladder[1]"},
 		// The target must be a step that runs.
-		{"target off ladder", "target: 12", "target: 11", "sweep.target"},
+		{"target off ladder", "target: 8", "target: 11", "sweep.target"},
 		// Windows must tile the scrape grid.
 		{"window vs scrape", "window_s: 30", "window_s: 32", "sweep.window_s"},
 		// Too short a step cannot be bootstrapped.
