@@ -66,7 +66,7 @@ type Workload struct {
 	ThinkTimeCapS float64 `json:"think_time_cap_s"`
 	// RequestTimeoutS is each request's client deadline, in modelled seconds.
 	RequestTimeoutS float64 `json:"request_timeout_s"`
-	// PrimeTimeoutS bounds each lane's priming request; default half the warm-up.
+	// PrimeTimeoutS bounds each lane's priming request; default the warm-up.
 	PrimeTimeoutS float64 `json:"prime_timeout_s"`
 }
 
@@ -249,7 +249,7 @@ func (r *Run) fillDefaults() {
 	}
 	s := &r.Sweep
 	if w.PrimeTimeoutS == 0 {
-		w.PrimeTimeoutS = s.WarmupS / 2
+		w.PrimeTimeoutS = s.WarmupS
 		if w.PrimeTimeoutS == 0 {
 			w.PrimeTimeoutS = w.RequestTimeoutS
 		}

@@ -99,6 +99,8 @@ type Runner struct {
 
 	mu       sync.Mutex
 	current  Current
+	// primeFailed is how many primings had failed by the last step's check.
+	primeFailed int
 	samples  []signal.Sample
 	inFlight []inFlightSample
 	warnings []string
@@ -474,6 +476,13 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 			return StepResult{Index: i, Sessions: n, Warmup: warm}, fmt.Errorf("%w: %d lanes were still priming when step %d's judged time began (the longest priming so far took %.0fs); raise sweep.warmup_s",
 				ErrWarmupTooShort, pm.Pending, i+1, pm.Longest.Seconds())
 		}
+		// a lane whose priming failed (timed out) joins the judged time
+		// cold: its first turn would be judged as a cold prefill
+		if failed := pm.Failed - r.primeFailed; failed > 0 {
+			return StepResult{Index: i, Sessions: n, Warmup: warm}, fmt.Errorf("%w: %d lanes' priming failed or timed out during step %d's warm-up (the longest took %.0fs), so they would join the judged time cold; raise sweep.warmup_s and workload.prime_timeout_s",
+				ErrWarmupTooShort, failed, i+1, pm.Longest.Seconds())
+		}
+		r.primeFailed = pm.Failed
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseMeasure})
 	measureEnd := measureStart + p.Step
