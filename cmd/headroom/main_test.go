@@ -67,7 +67,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	dir := t.TempDir()
 	cfg := strings.NewReplacer(
 		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 6, 12]",
-		"warmup_s: 60", "warmup_s: 30",
+		"warmup_s: 60", "warmup_s: 300",
 		"step_s: 900", "step_s: 90",
 		"target: 8", "target: 6",
 		"stress: 12", "stress: 12",

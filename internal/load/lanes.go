@@ -88,11 +88,14 @@ type Tag struct {
 // Priming is how the lanes' warm-up has gone so far. Durations and times are
 // modelled.
 type Priming struct {
-	Started int           // lanes that have begun priming, since the generator was made
-	Pending int           // of them, lanes whose priming request has not ended
-	Failed  int           // priming requests that failed, those past PrimeTimeout included
-	Last    time.Duration // clock time the latest priming ended; 0 before any
-	Longest time.Duration // the longest one lane's priming took
+	Started int // lanes that have begun priming, since the generator was made
+	Pending int // of them, lanes whose priming request has not ended
+	Failed  int // priming requests that failed, those past PrimeTimeout included
+	// TimedOut counts the failed ones that ran past PrimeTimeout: the warm-up
+	// was too short for them (the others the server turned away).
+	TimedOut int
+	Last     time.Duration // clock time the latest priming ended; 0 before any
+	Longest  time.Duration // the longest one lane's priming took
 }
 
 type lane struct {
@@ -412,6 +415,9 @@ func (g *Generator) prime(l *lane, s Session, marker uint64, play, i int) {
 	g.priming.Pending--
 	if rec.Failed() {
 		g.priming.Failed++
+	}
+	if rec.Error == ErrTimeout {
+		g.priming.TimedOut++
 	}
 	g.priming.Last = max(g.priming.Last, ended)
 	g.priming.Longest = max(g.priming.Longest, ended-began)

@@ -186,7 +186,7 @@ func TestToolCallsThatBreakOnlyUnderLoad(t *testing.T) {
 	cfg.Evals.Suites = []string{"tool_calling"}
 	cfg.Evals.UnderLoadShare = 0.5
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{8}, 8, 0
-	cfg.Sweep.WarmupS, cfg.Sweep.StepS = 120, 240
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 240, 240, 240
 	cfg.Workload.SynthSessions = 40
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {
@@ -244,13 +244,13 @@ func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
 			}
 		}},
 		// the engine stalls for most of the step: no pass, and the verdict says why
-		{"stall", `{"stall": {"at_s": 75, "for_s": 200}}`, func(t *testing.T, sum report.Summary, err error) {
+		{"stall", `{"stall": {"at_s": 160, "for_s": 200}}`, func(t *testing.T, sum report.Summary, err error) {
 			if len(sum.Steps) == 0 || sum.Steps[0].Verdict == verdict.Pass {
 				t.Errorf("a stalled engine's step: %v (err %v), want no pass", stepParts(sum), err)
 			}
 		}},
 		// the engine crashes mid-step and comes back with counters reset
-		{"crash", `{"crash": {"at_s": 90, "for_s": 30}}`, func(t *testing.T, sum report.Summary, err error) {
+		{"crash", `{"crash": {"at_s": 170, "for_s": 30}}`, func(t *testing.T, sum report.Summary, err error) {
 			if len(sum.Steps) == 0 || sum.Steps[0].Verdict == verdict.Pass {
 				t.Errorf("a crashed engine's step: %v (err %v), want no pass", stepParts(sum), err)
 			}
@@ -262,7 +262,7 @@ func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
 			cfg.Recipe.Sim.Faults = []byte(c.faults)
 			cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
 			cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
-			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS = 60, 180, 120
+			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS, cfg.Workload.PrimeTimeoutS = 120, 180, 120, 120
 			cfg.Workload.SynthSessions = 40
 			cfg.Output = t.TempDir()
 			if err := cfg.Validate(); err != nil {

@@ -97,13 +97,13 @@ type Runner struct {
 	// step (e.g. tool calls under load); they join the step's verdict.
 	Extra func(index int) []verdict.Part
 
-	mu       sync.Mutex
-	current  Current
-	// primeFailed is how many primings had failed by the last step's check.
-	primeFailed int
-	samples  []signal.Sample
-	inFlight []inFlightSample
-	warnings []string
+	mu      sync.Mutex
+	current Current
+	// primeTimedOut is how many primings had timed out by the last step's check.
+	primeTimedOut int
+	samples       []signal.Sample
+	inFlight      []inFlightSample
+	warnings      []string
 }
 
 // Current is the step running now.
@@ -476,13 +476,14 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 			return StepResult{Index: i, Sessions: n, Warmup: warm}, fmt.Errorf("%w: %d lanes were still priming when step %d's judged time began (the longest priming so far took %.0fs); raise sweep.warmup_s",
 				ErrWarmupTooShort, pm.Pending, i+1, pm.Longest.Seconds())
 		}
-		// a lane whose priming failed (timed out) joins the judged time
-		// cold: its first turn would be judged as a cold prefill
-		if failed := pm.Failed - r.primeFailed; failed > 0 {
-			return StepResult{Index: i, Sessions: n, Warmup: warm}, fmt.Errorf("%w: %d lanes' priming failed or timed out during step %d's warm-up (the longest took %.0fs), so they would join the judged time cold; raise sweep.warmup_s and workload.prime_timeout_s",
-				ErrWarmupTooShort, failed, i+1, pm.Longest.Seconds())
+		// a lane whose priming timed out joins the judged time cold: its
+		// first turn would be judged as a cold prefill (a priming the server
+		// refused is the recipe's failure, and the step's errors show it)
+		if late := pm.TimedOut - r.primeTimedOut; late > 0 {
+			return StepResult{Index: i, Sessions: n, Warmup: warm}, fmt.Errorf("%w: %d lanes' priming timed out during step %d's warm-up (the longest took %.0fs), so they would join the judged time cold; raise sweep.warmup_s and workload.prime_timeout_s",
+				ErrWarmupTooShort, late, i+1, pm.Longest.Seconds())
 		}
-		r.primeFailed = pm.Failed
+		r.primeTimedOut = pm.TimedOut
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseMeasure})
 	measureEnd := measureStart + p.Step
