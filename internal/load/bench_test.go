@@ -135,6 +135,20 @@ func BenchmarkStream(b *testing.B) {
 	}
 }
 
+// BenchmarkStreamSteady holds `streams` paced streams open in a steady state:
+// starts are spread over one stream's length (200 tokens x 20 ms), as
+// closed-loop lanes spread their turns, instead of all starting within one
+// token interval. It measures the TTFT stamp at that concurrency without the
+// start-up burst of BenchmarkStreamPaced.
+func BenchmarkStreamSteady(b *testing.B) {
+	base := startBenchServer(b) + "/paced"
+	for _, streams := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) {
+			benchStreams(b, base, streams, pacedInterval*benchTokens)
+		})
+	}
+}
+
 // BenchmarkStreamPaced is BenchmarkStream against a server that sends a
 // token every 20 ms, streams starting spread over one interval: the client
 // is not saturated, so the first-token error is the client's own.
