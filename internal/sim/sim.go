@@ -89,17 +89,19 @@ func (p Profile) kvBytesPerToken() float64 {
 //
 // Reasoning behind the numbers (physical estimates, then tuned against the
 // whole pipeline; docs/simulator.md has the figures the default run reaches):
-//   - KV capacity 1.5M tokens: 16 x 96 GB at 0.9 utilisation is ~1380 GB;
+//   - KV capacity 1.37M tokens: 16 x 96 GB at 0.9 utilisation is ~1380 GB;
 //     ~400 GB of FP8 weights leave under 1000 GB. A GLM-4.5-shaped model
 //     stores ~376 KB of BF16 KV per token (92 layers x 8 KV heads x 128 dims
 //     x K,V x 2 bytes), so the bounds are ~2.4M tokens (80 GB of activations
 //     and graphs, no KV head stored twice) and ~1.2M (tensor parallel over 16
-//     ranks with 8 KV heads stores each head twice). 1.5M is tuned in that
-//     range (as if ~25 GB a card went to activations, graphs and
-//     communication buffers at 512K context): it is what makes the engine
-//     run out of prefix cache past ~10 half-heavy sessions (about 1M tokens
-//     of live contexts plus subagents), so that evicted histories are
-//     recomputed and TTFT limits capacity, as in the reference report.
+//     ranks with 8 KV heads stores each head twice). 1.37M is tuned in that
+//     range (as if ~30 GB a card went to activations, graphs and
+//     communication buffers at 512K context): at ~10 half-heavy sessions
+//     (about 1M tokens of live contexts plus subagents) the prefix cache
+//     starts to run out, some histories are evicted and recomputed, and the
+//     default mix's P90 TTFT at 10 sessions reads 4.2-5.0 s against the
+//     reference report's 4.8 s, with P90 interactivity 10.3-10.5 tokens/s
+//     against its 12.5: recipe 0 "is the bar at 10", limited by TTFT.
 //   - Decode base 22 ms: reading the active experts' ~32 GB of FP8 weights
 //     takes ~2 ms at 60% of 16 x 1.8 TB/s; the rest is two tensor-parallel
 //     all-reduces per layer over PCIe (cards without NVLink), ~100 us each
@@ -131,7 +133,7 @@ func DefaultProfile() Profile {
 		Model:                             "glm-5.3",
 		MaxModelLen:                       524288,
 		BlockSize:                         16,
-		KVCapacityTokens:                  1_500_000,
+		KVCapacityTokens:                  1_370_000,
 		MaxNumSeqs:                        128,
 		MaxBatchedTokens:                  8192,
 		PrefillTokensPerSecond:            25000,
