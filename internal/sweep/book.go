@@ -1,7 +1,6 @@
 package sweep
 
 import (
-	"sort"
 	"sync"
 
 	"github.com/headroom-bench/headroom/internal/load"
@@ -79,5 +78,3 @@ func (b *Book) All() []load.Record {
 	defer b.mu.Unlock()
 	return append([]load.Record(nil), b.recs...)
 }
-
-func sortFloats(xs []float64) { sort.Float64s(xs) }

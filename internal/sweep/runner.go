@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -300,8 +301,8 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		// a repeat must not inherit the backlog of the step that missed:
 		// stop the lanes and let the engine drain before climbing again
 		r.Load.SetSessions(0)
-		if idle := r.waitIdle(ctx); !idle {
-			res.Warnings = append(res.Warnings, "the engine was not idle before the repeats: they start on a backlog")
+		if pf := r.awaitIdle(ctx); !pf.Idle {
+			res.Warnings = append(res.Warnings, "before the repeats: "+pf.Detail+"; they start on a backlog")
 		}
 		// the steps either side of the crossing run again; each verdict then
 		// rests on both runs
@@ -839,42 +840,15 @@ func tokensOf(ws []signal.Window) Tokens {
 	return t
 }
 
-// waitIdle waits, at most the drain time, until the engine has nothing
-// running or waiting; it reports whether it got there.
-func (r *Runner) waitIdle(ctx context.Context) bool {
+// awaitIdle polls the server, at most the drain time, until the engine has
+// nothing running or waiting. It stops early when the server has no
+// running/waiting gauges, since idleness cannot be checked then.
+func (r *Runner) awaitIdle(ctx context.Context) PostFlight {
 	c := r.Clock
-	deadline := c.Now() + r.Plan.Drain
-	for c.Now() < deadline && ctx.Err() == nil {
-		s, err := r.Source.Scrape(ctx, c.Now())
-		if err == nil && s.Gauge[signal.Running] == 0 && s.Gauge[signal.Waiting] == 0 {
-			if _, ok := s.Gauge[signal.Running]; ok {
-				return true
-			}
-		}
-		if c.Sleep(ctx, r.Plan.Scrape) != nil {
-			return false
-		}
-	}
-	return false
-}
-
-// postFlight stops the load and waits until the engine has nothing running
-// or waiting: a run is not over until the engine is back where it started.
-func (r *Runner) postFlight(ctx context.Context) PostFlight {
-	c := r.Clock
-	r.Load.SetTag(load.Tag{Step: len(r.Plan.Ladder), Phase: load.PhaseDrain})
 	start := c.Now()
-	grace := c.Real(r.Plan.Drain)
-	if ctx.Err() != nil {
-		grace = 0 // interrupted: cancel what is in flight now
-	}
-	r.Load.Stop(grace)
-	pf := PostFlight{}
-	// a fresh context: post-flight runs even when the sweep was interrupted
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Real(r.Plan.Drain)+time.Second)
-	defer cancel()
+	var pf PostFlight
 	for {
-		s, err := r.Source.Scrape(pctx, c.Now())
+		s, err := r.Source.Scrape(ctx, c.Now())
 		if err == nil {
 			running, okR := s.Gauge[signal.Running]
 			waiting, okW := s.Gauge[signal.Waiting]
@@ -888,7 +862,7 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 				break
 			}
 		}
-		if c.Now()-start > r.Plan.Drain || pctx.Err() != nil {
+		if c.Now()-start > r.Plan.Drain || ctx.Err() != nil {
 			pf.Detail = fmt.Sprintf("the engine was not idle after %s: %g running, %g waiting", fmtDur(r.Plan.Drain), pf.Running, pf.Waiting)
 			if err != nil {
 				pf.Detail = "metrics unreachable after the load stopped: " + err.Error()
@@ -898,6 +872,25 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 		time.Sleep(c.Real(r.Plan.Scrape) / 5)
 	}
 	pf.WaitedS = (c.Now() - start).Seconds()
+	return pf
+}
+
+// postFlight stops the load and waits until the engine has nothing running
+// or waiting: a run is not over until the engine is back where it started.
+func (r *Runner) postFlight(ctx context.Context) PostFlight {
+	c := r.Clock
+	r.Load.SetTag(load.Tag{Step: len(r.Plan.Ladder), Phase: load.PhaseDrain})
+	start := c.Now()
+	grace := c.Real(r.Plan.Drain)
+	if ctx.Err() != nil {
+		grace = 0 // interrupted: cancel what is in flight now
+	}
+	r.Load.Stop(grace)
+	// a fresh context: post-flight runs even when the sweep was interrupted
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Real(r.Plan.Drain)+time.Second)
+	defer cancel()
+	pf := r.awaitIdle(pctx)
+	pf.WaitedS = (c.Now() - start).Seconds() // the load's drain included
 	if pf.Idle {
 		r.logf("post-flight: engine idle after %.0fs", pf.WaitedS)
 	} else {
@@ -927,7 +920,7 @@ func quantile(xs []float64, q float64) float64 {
 		return 0
 	}
 	s := append([]float64(nil), xs...)
-	sortFloats(s)
+	sort.Float64s(s)
 	idx := q * float64(len(s)-1)
 	lo := int(math.Floor(idx))
 	hi := int(math.Ceil(idx))
