@@ -301,7 +301,7 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		// a repeat must not inherit the backlog of the step that missed:
 		// stop the lanes and let the engine drain before climbing again
 		r.Load.SetSessions(0)
-		if pf := r.awaitIdle(ctx); !pf.Idle {
+		if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
 			res.Warnings = append(res.Warnings, "before the repeats: "+pf.Detail+"; they start on a backlog")
 		}
 		// the steps either side of the crossing run again; each verdict then
@@ -840,12 +840,12 @@ func tokensOf(ws []signal.Window) Tokens {
 	return t
 }
 
-// awaitIdle polls the server, at most the drain time, until the engine has
-// nothing running or waiting. It stops early when the server has no
-// running/waiting gauges, since idleness cannot be checked then.
-func (r *Runner) awaitIdle(ctx context.Context) PostFlight {
+// awaitIdle polls the server until the engine has nothing running or
+// waiting, at most until the drain time has passed since start. It stops
+// early when the server has no running/waiting gauges, since idleness cannot
+// be checked then.
+func (r *Runner) awaitIdle(ctx context.Context, start time.Duration) PostFlight {
 	c := r.Clock
-	start := c.Now()
 	var pf PostFlight
 	for {
 		s, err := r.Source.Scrape(ctx, c.Now())
@@ -889,8 +889,7 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 	// a fresh context: post-flight runs even when the sweep was interrupted
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Real(r.Plan.Drain)+time.Second)
 	defer cancel()
-	pf := r.awaitIdle(pctx)
-	pf.WaitedS = (c.Now() - start).Seconds() // the load's drain included
+	pf := r.awaitIdle(pctx, start)
 	if pf.Idle {
 		r.logf("post-flight: engine idle after %.0fs", pf.WaitedS)
 	} else {
