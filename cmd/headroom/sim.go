@@ -69,33 +69,10 @@ POSTing the same JSON to /admin/faults from loopback. Built-in profiles: ` + str
 				opts.Profile.Model = profileModel(profile)
 			}
 			opts.Scale, opts.Seed = scale, seed
-			addr := net.JoinHostPort(host, strconv.Itoa(port))
-			var url string
-			var closer func() error
-			if copies > 1 || pdLink > 0 {
-				co := sim.ClusterOptions{Options: opts, Copies: copies, Router: router}
-				if pdLink > 0 {
-					co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: pdLink}
-				}
-				c, err := sim.NewCluster(co)
-				if err != nil {
-					return err
-				}
-				url, err = c.Start(addr)
-				closer = c.Close
-				if err != nil {
-					return fmt.Errorf("serve on port %d: %w (is the port free?)", port, err)
-				}
-			} else {
-				s, err := sim.New(opts)
-				if err != nil {
-					return err
-				}
-				url, err = s.Start(addr)
-				closer = s.Close
-				if err != nil {
-					return fmt.Errorf("serve on port %d: %w (is the port free?)", port, err)
-				}
+			rc.Sim.PDLinkBytesPerSecond = pdLink
+			url, closer, err := rig.StartSim(rc, opts, net.JoinHostPort(host, strconv.Itoa(port)))
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(stderr, "simulated gateway serving %s at %s (%s, profile %s, metrics at %s/metrics, time scale %g); Ctrl-C stops it\n",
 				opts.Profile.Model, url, opts.Personality, opts.Profile.Name, url, scale)

@@ -420,13 +420,29 @@ func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []st
 		return "", nil, nil, err
 	}
 	opts.Scale, opts.Seed = cfg.TimeScale, cfg.Workload.Seed
+	url, stopSim, err := StartSim(cfg.Recipe, opts, "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "simulated gateway at %s (%s personality, profile %s, %d cop%s, time scale %g)\n",
+			url, opts.Personality, opts.Profile.Name, max(cfg.Recipe.Copies, 1), map[bool]string{true: "ies", false: "y"}[cfg.Recipe.Copies > 1], cfg.TimeScale)
+	}
+	return url, []string{url + "/metrics"}, func() { stopSim() }, nil
+}
+
+// StartSim serves the simulated gateway on addr: one engine, or the
+// recipe's copies behind its router, with prefill split from decode when the
+// recipe's sim section names a link. It returns the base URL and a stop.
+func StartSim(rc config.Recipe, opts sim.Options, addr string) (string, func() error, error) {
 	var s interface {
 		Start(string) (string, error)
 		Close() error
 	}
-	if cfg.Recipe.Copies > 1 || cfg.Recipe.Sim.PDLinkBytesPerSecond > 0 {
-		co := sim.ClusterOptions{Options: opts, Copies: max(cfg.Recipe.Copies, 1), Router: strings.ReplaceAll(cfg.Recipe.Router, "-", "_")}
-		if link := cfg.Recipe.Sim.PDLinkBytesPerSecond; link > 0 {
+	var err error
+	if rc.Copies > 1 || rc.Sim.PDLinkBytesPerSecond > 0 {
+		co := sim.ClusterOptions{Options: opts, Copies: max(rc.Copies, 1), Router: strings.ReplaceAll(rc.Router, "-", "_")}
+		if link := rc.Sim.PDLinkBytesPerSecond; link > 0 {
 			co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: link}
 		}
 		s, err = sim.NewCluster(co)
@@ -434,17 +450,13 @@ func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []st
 		s, err = sim.New(opts)
 	}
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("recipe: the simulated gateway: %w", err)
+		return "", nil, fmt.Errorf("recipe: the simulated gateway: %w", err)
 	}
-	url, err := s.Start("127.0.0.1:0")
+	url, err := s.Start(addr)
 	if err != nil {
-		return "", nil, nil, fmt.Errorf("start the simulated gateway: %w", err)
+		return "", nil, fmt.Errorf("start the simulated gateway on %s: %w (is the port free?)", addr, err)
 	}
-	if progress != nil {
-		fmt.Fprintf(progress, "simulated gateway at %s (%s personality, profile %s, %d cop%s, time scale %g)\n",
-			url, opts.Personality, opts.Profile.Name, max(cfg.Recipe.Copies, 1), map[bool]string{true: "ies", false: "y"}[cfg.Recipe.Copies > 1], cfg.TimeScale)
-	}
-	return url, []string{url + "/metrics"}, func() { s.Close() }, nil
+	return url, s.Close, nil
 }
 
 // SimOptions reads the recipe's simulator section: profile (a built-in
