@@ -68,6 +68,13 @@ type Workload struct {
 	RequestTimeoutS float64 `json:"request_timeout_s"`
 	// PrimeTimeoutS bounds each lane's priming request; default the warm-up.
 	PrimeTimeoutS float64 `json:"prime_timeout_s"`
+	// MaxOverContext is the share of planned turns whose prompt may exceed
+	// the served context before pre-flight stops the run (default 0.01).
+	MaxOverContext float64 `json:"max_over_context,omitempty"`
+	// SkipOverContext drops the turns whose prompt exceeds the served
+	// context instead of sending them (they would come back refused); the
+	// report says how many were dropped.
+	SkipOverContext bool `json:"skip_over_context,omitempty"`
 }
 
 // Mix is the share of each tier in the sessions.
@@ -231,6 +238,9 @@ func (r *Run) fillDefaults() {
 	if w.RequestTimeoutS == 0 {
 		w.RequestTimeoutS = 600
 	}
+	if w.MaxOverContext == 0 {
+		w.MaxOverContext = 0.01
+	}
 	e := &r.Evals
 	if e.Threshold == 0 {
 		e.Threshold = 0.9
@@ -345,14 +355,15 @@ func (r Run) Validate() error {
 		if err := checkURL(rc.Endpoint); err != nil {
 			bad("recipe.endpoint", "%v; use the server's base URL, e.g. http://127.0.0.1:8000, or %q for the built-in simulator", err, SimEndpoint)
 		}
-		if len(rc.Metrics) == 0 {
-			bad("recipe.metrics", "name at least one /metrics URL: verdicts come only from what the server reports")
+		if len(rc.Metrics) == 0 && rc.Prometheus == nil && (rc.Discovery == nil || rc.Discovery.Kubernetes == nil) {
+			bad("recipe.metrics", "name at least one /metrics URL, a recipe.prometheus server or recipe.discovery: verdicts come only from what the server reports")
 		}
 		for i, m := range rc.Metrics {
 			if err := checkURL(m); err != nil {
 				bad(fmt.Sprintf("recipe.metrics[%d]", i), "%v", err)
 			}
 		}
+		errs = append(errs, checkAccess(rc)...)
 		if r.TimeScale != 1 {
 			bad("time_scale", "must be 1 against a real endpoint (only the built-in simulator runs on a scaled clock)")
 		}
@@ -389,6 +400,9 @@ func (r Run) Validate() error {
 	}
 	if w.RequestTimeoutS <= 0 {
 		bad("workload.request_timeout_s", "must be > 0: every request carries a deadline, got %g", w.RequestTimeoutS)
+	}
+	if w.MaxOverContext < 0 || w.MaxOverContext >= 1 {
+		bad("workload.max_over_context", "must be a share in [0, 1), e.g. 0.01 for 1%%, got %g", w.MaxOverContext)
 	}
 	if w.PrimeTimeoutS < 0 {
 		bad("workload.prime_timeout_s", "must be > 0, got %g", w.PrimeTimeoutS)

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // DefaultTimeout is the deadline of one eval request when none is set.
@@ -27,6 +29,8 @@ type ClientOptions struct {
 	Stream bool
 	// HTTP replaces the HTTP client (tests); nil uses one without proxies.
 	HTTP *http.Client
+	// Conn is the credentials and TLS every request carries (with HTTP nil).
+	Conn transport.Conn
 }
 
 // Client sends eval requests to an OpenAI-compatible chat completions
@@ -45,12 +49,7 @@ func NewClient(base, model string, o ClientOptions) *Client {
 	}
 	hc := o.HTTP
 	if hc == nil {
-		hc = &http.Client{Transport: &http.Transport{
-			Proxy:               nil, // traffic goes only where the run file says
-			DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxIdleConnsPerHost: 64,
-			IdleConnTimeout:     90 * time.Second,
-		}}
+		hc = &http.Client{Transport: o.Conn.Wrap(transport.Base())}
 	}
 	return &Client{url: strings.TrimRight(base, "/") + "/v1/chat/completions", model: model, opts: o, http: hc}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/prompt"
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // Tokenizer counts prompt tokens with the server's POST /tokenize, as vLLM
@@ -22,7 +23,12 @@ type Tokenizer struct {
 
 // NewTokenizer returns a tokenizer for base (e.g. http://127.0.0.1:8000) and model.
 func NewTokenizer(base, model string) *Tokenizer {
-	return &Tokenizer{url: base + "/tokenize", model: model, http: &http.Client{Timeout: 30 * time.Second}}
+	return NewTokenizerConn(base, model, transport.Conn{})
+}
+
+// NewTokenizerConn is NewTokenizer for a server that wants credentials.
+func NewTokenizerConn(base, model string, conn transport.Conn) *Tokenizer {
+	return &Tokenizer{url: base + "/tokenize", model: model, http: conn.Client(30 * time.Second)}
 }
 
 // Count returns the tokens the served model makes of text. A server without

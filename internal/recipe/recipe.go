@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/headroom-bench/headroom/internal/transport"
 	"sigs.k8s.io/yaml"
 )
 
@@ -49,8 +50,26 @@ type Recipe struct {
 	// before any load.
 	MaxModelLen   int    `json:"max_model_len,omitempty"`
 	EngineVersion string `json:"engine_version,omitempty"`
+	// APIKeyEnv names the environment variable whose value is sent to the
+	// endpoint as "Authorization: Bearer <value>" (load, evals, /tokenize,
+	// readiness). The key itself never appears in any file.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// Headers are added to every request to the endpoint; a value may name
+	// environment variables as ${NAME}. Values are never written out.
+	Headers map[string]string `json:"headers,omitempty"`
+	// TLS is how the endpoint's certificate is checked.
+	TLS *transport.TLS `json:"tls,omitempty"`
 	// Metrics lists the Prometheus /metrics URLs of the engines and gateway.
 	Metrics []string `json:"metrics,omitempty"`
+	// MetricsAuth is what is sent to the metrics targets (fixed or
+	// discovered): a bearer token or basic auth from the environment,
+	// headers, TLS.
+	MetricsAuth *transport.Auth `json:"metrics_auth,omitempty"`
+	// Prometheus reads the engines' metrics from a Prometheus server
+	// instead of, or besides, scraping them.
+	Prometheus *PrometheusSpec `json:"prometheus,omitempty"`
+	// Discovery finds the pods to scrape instead of fixed metrics URLs.
+	Discovery *DiscoverySpec `json:"discovery,omitempty"`
 	// Mapping names the metric mapping from engine names to common names.
 	Mapping string `json:"mapping"`
 	// MappingFile adds or overrides mapping rules (YAML list of rules).
@@ -79,6 +98,44 @@ type SimSpec struct {
 	// engine hands each request's KV to the decode copies over a link of this
 	// bandwidth (e.g. 1.25e9 for 10 GbE TCP, 5e10 for RDMA).
 	PDLinkBytesPerSecond float64 `json:"pd_link_bytes_per_second,omitempty"`
+}
+
+// PrometheusSpec names a Prometheus server that scrapes the recipe's engines
+// and gateway, and the label matchers that pick their series.
+type PrometheusSpec struct {
+	// URL is the server's base URL, e.g. http://prometheus.monitoring:9090.
+	URL string `json:"url"`
+	// Selector holds the label matchers, in braces, that pick the recipe's
+	// engines and gateway: {namespace="llm",job="vllm",model_name="glm-5.3"}.
+	Selector       string `json:"selector,omitempty"`
+	transport.Auth `json:",inline"`
+}
+
+// DiscoverySpec says how the metrics targets are found.
+type DiscoverySpec struct {
+	Kubernetes *KubernetesDiscovery `json:"kubernetes,omitempty"`
+}
+
+// KubernetesDiscovery finds every pod behind the recipe through its
+// EndpointSlices and scrapes each pod, following pods that come and go.
+type KubernetesDiscovery struct {
+	Namespace string `json:"namespace,omitempty"`
+	// Service is the Service whose EndpointSlices list the pods; or
+	// Selector, a label selector on the EndpointSlices (app=vllm).
+	Service  string `json:"service,omitempty"`
+	Selector string `json:"selector,omitempty"`
+	// Port is the metrics port: a number, or the EndpointSlice port's name.
+	Port string `json:"port"`
+	// Path is the metrics path (default /metrics); Scheme http or https.
+	Path       string `json:"path,omitempty"`
+	Scheme     string `json:"scheme,omitempty"`
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
+}
+
+// EndpointAuth is what every request to the endpoint carries.
+func (r Recipe) EndpointAuth() transport.Auth {
+	return transport.Auth{BearerTokenEnv: r.APIKeyEnv, Headers: r.Headers, TLS: r.TLS}
 }
 
 // Deployer types a recipe's deploy section may name.

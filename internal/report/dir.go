@@ -6,16 +6,29 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // Dir is one run directory, runs/<recipe>/<timestamp>/. Everything needed to
 // re-judge and re-render the run is written into it as the run goes.
 type Dir struct {
-	path string
+	path   string
+	redact *transport.Redactor
+}
+
+// Redact makes every later write pass through r, so no secret the run
+// holds reaches a file; nil redacts URL user info only.
+func (d *Dir) Redact(r *transport.Redactor) {
+	if r == nil {
+		r = new(transport.Redactor)
+	}
+	d.redact = r
 }
 
 // NewDir makes a fresh run directory under root.
@@ -58,6 +71,9 @@ func (d *Dir) File(name string) string { return filepath.Join(d.path, name) }
 // WriteFile writes a whole file atomically (temp file, then rename), so a
 // killed run never leaves half a file.
 func (d *Dir) WriteFile(name string, data []byte) error {
+	if d.redact != nil {
+		data = d.redact.Bytes(data)
+	}
 	tmp, err := os.CreateTemp(d.path, "."+name+".*")
 	if err != nil {
 		return err
@@ -100,7 +116,13 @@ func (d *Dir) Append(name string) (*JSONL, error) {
 		return nil, err
 	}
 	w := bufio.NewWriterSize(f, 256*1024)
-	return &JSONL{f: f, w: w, enc: json.NewEncoder(w)}, nil
+	var out io.Writer = w
+	if d.redact != nil {
+		// json.Encoder writes each value in one Write, so a line is
+		// redacted whole.
+		out = d.redact.Writer(w)
+	}
+	return &JSONL{f: f, w: w, enc: json.NewEncoder(out)}, nil
 }
 
 // Write appends v as one line; the first error sticks and is returned by Close.

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // Scraper reads /metrics from every target and sums them into one Sample,
@@ -41,12 +43,13 @@ func (s *Scraper) Scrape(ctx context.Context, at time.Duration) (Sample, error) 
 	wg.Wait()
 	answered := 0
 	for i, target := range s.Targets {
+		name := transport.URL(target) // a target's user info is never written
 		if errs[i] != nil {
-			out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", target, errs[i]))
+			out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", name, errs[i]))
 			continue
 		}
 		if err := out.Merge(parts[i]); err != nil {
-			out.Errors = append(out.Errors, fmt.Sprintf("%s: summing with other targets: %v", target, err))
+			out.Errors = append(out.Errors, fmt.Sprintf("%s: summing with other targets: %v", name, err))
 		}
 		answered++
 	}
@@ -78,12 +81,13 @@ func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) er
 	// own series) still contributes what could be read; a target whose text
 	// does not parse contributes nothing.
 	part := NewSample(into.At)
-	err = s.Mapping.parse(io.LimitReader(resp.Body, maxBody), target, &part)
+	name := transport.URL(target)
+	err = s.Mapping.parse(io.LimitReader(resp.Body, maxBody), name, &part)
 	if err != nil && len(part.Hist)+len(part.Counter)+len(part.Gauge) == 0 {
 		return err
 	}
 	if err != nil {
-		part.Errors = append(part.Errors, fmt.Sprintf("%s: %v", target, err))
+		part.Errors = append(part.Errors, fmt.Sprintf("%s: %v", name, err))
 	}
 	*into = part
 	return nil
