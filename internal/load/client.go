@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // Client streams chat completions from an OpenAI-compatible endpoint and
@@ -28,7 +30,11 @@ type Client struct {
 }
 
 // NewClient returns a client for base (e.g. http://127.0.0.1:8000) and model.
-func NewClient(base, model string) *Client {
+func NewClient(base, model string) *Client { return NewClientConn(base, model, transport.Conn{}) }
+
+// NewClientConn is NewClient for a server that wants credentials or its own
+// TLS: every request carries conn's headers.
+func NewClientConn(base, model string, conn transport.Conn) *Client {
 	tr := &http.Transport{
 		Proxy:               nil, // traffic goes only where the run file says
 		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -41,7 +47,7 @@ func NewClient(base, model string) *Client {
 	return &Client{
 		url:     base + "/v1/chat/completions",
 		model:   model,
-		http:    &http.Client{Transport: tr},
+		http:    &http.Client{Transport: conn.Wrap(tr)},
 		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
 		readers: sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32*1024) }},
 	}
