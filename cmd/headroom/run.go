@@ -74,7 +74,7 @@ code of what it measured.
 				cfg.Output = output
 			}
 			if printIt {
-				b, err := yaml.Marshal(cfg)
+				b, err := yaml.Marshal(cfg.Redacted()) // never a secret, even on the terminal
 				if err != nil {
 					return err
 				}

@@ -10,6 +10,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/eval"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
@@ -41,7 +42,11 @@ func RunEvals(ctx context.Context, cfg config.Run, endpoint string, clock *times
 	if err != nil {
 		return eval.Report{}, err
 	}
-	client := eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS))})
+	acc, err := resolveAccess(cfg, nil)
+	if err != nil {
+		return eval.Report{}, err
+	}
+	client := eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS)), Conn: acc.endpoint})
 	defer client.Close()
 	return eval.Run(ctx, client, suites, eval.Options{Concurrency: 1, Seed: cfg.Workload.Seed, Threshold: cfg.Evals.Threshold}), nil
 }
@@ -66,7 +71,7 @@ type underLoad struct {
 // whatever the share, so no step is left without a tool-call measurement.
 const minPerStep = 3
 
-func newUnderLoad(cfg config.Run, endpoint string, clock *timescale.Clock) (*underLoad, error) {
+func newUnderLoad(cfg config.Run, endpoint string, conn transport.Conn, clock *timescale.Clock) (*underLoad, error) {
 	if cfg.Evals.UnderLoadShare <= 0 {
 		return nil, nil
 	}
@@ -77,7 +82,7 @@ func newUnderLoad(cfg config.Run, endpoint string, clock *timescale.Clock) (*und
 	ctx, cancel := context.WithCancel(context.Background())
 	return &underLoad{
 		mixer: m, tally: eval.NewTally(), maxShare: cfg.Evals.ToolCallMaxShare, ctx: ctx, cancel: cancel, perStep: map[int]int{},
-		client: eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS))}),
+		client: eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS)), Conn: conn}),
 	}, nil
 }
 

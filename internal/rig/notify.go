@@ -10,6 +10,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/sweep"
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // notifier posts to the run's webhook in the background, in order; a
@@ -20,6 +21,14 @@ type notifier struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	failed []string
+	redact *transport.Redactor // set before the first post
+}
+
+// redacting makes every later post and failure pass through r.
+func (n *notifier) redacting(r *transport.Redactor) {
+	if n != nil {
+		n.redact = r
+	}
 }
 
 func newNotifier(url string) *notifier {
@@ -33,7 +42,7 @@ func newNotifier(url string) *notifier {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := n.hook.Post(ctx, m); err != nil {
 				n.mu.Lock()
-				n.failed = append(n.failed, err.Error())
+				n.failed = append(n.failed, n.redact.String(err.Error()))
 				n.mu.Unlock()
 			}
 			cancel()
@@ -45,6 +54,12 @@ func newNotifier(url string) *notifier {
 func (n *notifier) post(m live.Message) {
 	if n == nil {
 		return
+	}
+	m.Text = n.redact.String(m.Text)
+	for k, v := range m.Fields {
+		if s, ok := v.(string); ok {
+			m.Fields[k] = n.redact.String(s)
+		}
 	}
 	select {
 	case n.queue <- m:

@@ -7,11 +7,11 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // barSignals are the signals the bar needs; the alternatives in a group
@@ -27,8 +27,8 @@ func barSignals(clientErrors bool) [][]string {
 // preflight checks, before any load: the endpoint answers, lists the model,
 // the right recipe is live where the server says so, every signal the bar
 // needs is reported, and the engine is idle.
-func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *signal.Scraper, clock *timescale.Clock) (string, error) {
-	hc := &http.Client{Timeout: 10 * time.Second}
+func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access, scraper *signal.Scraper, clock *timescale.Clock) (string, error) {
+	hc := acc.endpoint.Client(probeTimeout)
 	var models struct {
 		Data []struct {
 			ID          string `json:"id"`
@@ -70,7 +70,7 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *si
 			return "", fmt.Errorf("the live engine is version %q, the recipe says %q: the wrong recipe is live", v.Version, want)
 		}
 	}
-	if eng, err := engineOf(ctx, hc, scraper.Targets); err == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
+	if eng, err := engineOf(ctx, acc.metrics.Client(probeTimeout), scraper.Targets); err == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
 		return "", fmt.Errorf("the server's metrics are %s's (%s:*), the recipe says engine %q: the wrong recipe is live", eng, eng, cfg.Recipe.Engine)
 	}
 	s, err := scraper.Scrape(ctx, clock.Now())
@@ -110,7 +110,7 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, scraper *si
 	case running+waiting > 0:
 		return "", fmt.Errorf("the engine is not idle (%g running, %g waiting): someone else is using it, or a previous run left work behind", running, waiting)
 	}
-	detail := fmt.Sprintf("%s serves %s", endpoint, cfg.Recipe.Model)
+	detail := fmt.Sprintf("%s serves %s", transport.URL(endpoint), cfg.Recipe.Model)
 	if maxLen > 0 {
 		detail += fmt.Sprintf(" with a %d-token context", maxLen)
 	}

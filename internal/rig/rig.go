@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"os"
 	"runtime"
 	"strings"
@@ -28,6 +27,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/telemetry"
 	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/trace"
 	"github.com/headroom-bench/headroom/internal/verdict"
 	"sigs.k8s.io/yaml"
@@ -176,6 +176,14 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	if err != nil {
 		return report.Summary{}, err
 	}
+	// Credentials are read from the environment once, held in memory, and
+	// redacted from everything the run writes or prints.
+	acc, err := resolveAccess(cfg, nil)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	r.progress = acc.redact.Writer(r.progress)
+	r.notify.redacting(acc.redact)
 	endpoint, metrics, stopSim, err := Endpoint(cfg, r.progress)
 	if err != nil {
 		return report.Summary{}, err
@@ -189,11 +197,13 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		if r.dir, err = report.NewDir(cfg.Output, cfg.Recipe.Name, r.started); err != nil {
 			return report.Summary{}, err
 		}
-		resolved, _ := yaml.Marshal(cfg)
+		r.dir.Redact(acc.redact)
+		resolved, _ := yaml.Marshal(cfg.Redacted())
 		if err := r.dir.WriteFile("config.yaml", resolved); err != nil {
 			return report.Summary{}, err
 		}
 	}
+	r.dir.Redact(acc.redact)
 	r.logf("run directory %s", r.dir.Path())
 	files, err := openFiles(r.dir)
 	if err != nil {
@@ -203,7 +213,8 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 
 	// Rollout, and rollback always: whatever happens from here on, the
 	// previous recipe is put back before the run is over.
-	dep, err := deploy.New(cfg.Recipe, deploy.Env{Stdout: r.progress, Stderr: r.progress, Environ: os.Environ(), Endpoint: endpoint, Log: r.progress})
+	dep, err := deploy.New(cfg.Recipe, deploy.Env{Stdout: r.progress, Stderr: r.progress, Environ: os.Environ(), Endpoint: endpoint, Log: r.progress,
+		HTTP: acc.endpoint.Client(probeTimeout)})
 	if err != nil {
 		return report.Summary{}, fmt.Errorf("recipe.deploy: %w", err)
 	}
@@ -250,20 +261,20 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	if err != nil {
 		return report.Summary{}, err
 	}
-	scraper := &signal.Scraper{Targets: metrics, Mapping: mapping, Client: &http.Client{Timeout: 10 * time.Second}}
-	client := load.NewClient(endpoint, cfg.Recipe.Model)
+	scraper := &signal.Scraper{Targets: metrics, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}
+	client := load.NewClientConn(endpoint, cfg.Recipe.Model, acc.endpoint)
 	defer client.Close()
 
 	var cal prompt.Calibration
 	perr := r.phase(PhasePreflight, func() (string, error) {
-		detail, err := preflight(ctx, cfg, endpoint, scraper, clock)
+		detail, err := preflight(ctx, cfg, endpoint, acc, scraper, clock)
 		if err != nil {
 			return "", err
 		}
 		// Placeholder words are not tokens for a real tokenizer: measure how
 		// many tokens the server makes of one word, so served prompts hit
 		// the planned length.
-		cal, err = prompt.Calibrate(prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize}, load.NewTokenizer(endpoint, cfg.Recipe.Model).Func(ctx))
+		cal, err = prompt.Calibrate(prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize}, load.NewTokenizerConn(endpoint, cfg.Recipe.Model, acc.endpoint).Func(ctx))
 		if err != nil {
 			return "", fmt.Errorf("token calibration: %w", err)
 		}
@@ -307,7 +318,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 			return sum, eerr
 		}
 	}
-	under, err := newUnderLoad(cfg, endpoint, clock)
+	under, err := newUnderLoad(cfg, endpoint, acc.endpoint, clock)
 	if err != nil {
 		return report.Summary{}, err
 	}
@@ -594,7 +605,7 @@ func Summarize(cfg config.Run, res sweep.Result) report.Summary {
 		Version: report.SummaryVersion,
 		Recipe: report.Recipe{Name: cfg.Recipe.Name, Engine: cfg.Recipe.Engine, Nodes: cfg.Recipe.Nodes,
 			GPUsPerNode: cfg.Recipe.GPUsPerNode, USDPerGPUHour: cfg.Recipe.USDPerGPUHour,
-			Endpoint: cfg.Recipe.Endpoint, Model: cfg.Recipe.Model},
+			Endpoint: transport.URL(cfg.Recipe.Endpoint), Model: cfg.Recipe.Model},
 		Bar:        BarOf(cfg.Bar),
 		Capacity:   res.Capacity,
 		StopReason: res.StopReason,
