@@ -3,10 +3,9 @@
 package report
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -100,14 +99,24 @@ func (d *Dir) WriteJSON(name string, v any) error {
 }
 
 // JSONL appends one JSON value per line to a file of the run directory. It
-// is safe for concurrent use; Flush makes what was written durable.
+// is safe for concurrent use. Only whole lines ever reach the file, so a
+// killed run leaves no torn line behind; a value that cannot be encoded (a
+// NaN, say) is skipped and counted, and never stops later lines.
 type JSONL struct {
-	mu  sync.Mutex
-	f   *os.File
-	w   *bufio.Writer
-	enc *json.Encoder
-	err error
+	mu      sync.Mutex
+	name    string
+	f       *os.File
+	pending bytes.Buffer // whole lines not yet written
+	line    bytes.Buffer
+	enc     *json.Encoder // encodes into line
+	redact  *transport.Redactor
+	skipped int
+	skipErr error // the first encoding error
+	err     error // the first write error: it sticks
 }
+
+// flushAt is how many bytes of whole lines are held before they are written.
+const flushAt = 256 * 1024
 
 // Append opens name for appending JSON lines.
 func (d *Dir) Append(name string) (*JSONL, error) {
@@ -115,32 +124,65 @@ func (d *Dir) Append(name string) (*JSONL, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := bufio.NewWriterSize(f, 256*1024)
-	var out io.Writer = w
-	if d.redact != nil {
-		// json.Encoder writes each value in one Write, so a line is
-		// redacted whole.
-		out = d.redact.Writer(w)
-	}
-	return &JSONL{f: f, w: w, enc: json.NewEncoder(out)}, nil
+	j := &JSONL{name: name, f: f, redact: d.redact}
+	j.enc = json.NewEncoder(&j.line)
+	return j, nil
 }
 
-// Write appends v as one line; the first error sticks and is returned by Close.
+// Write appends v as one line. A value that cannot be encoded is skipped and
+// counted (see Skipped); a failed write sticks and is returned by Flush and
+// Close.
 func (j *JSONL) Write(v any) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.err == nil {
-		j.err = j.enc.Encode(v)
+	if j.err != nil {
+		return
 	}
+	j.line.Reset()
+	if err := j.enc.Encode(v); err != nil {
+		j.skipped++
+		if j.skipErr == nil {
+			j.skipErr = err
+		}
+		return
+	}
+	b := j.line.Bytes()
+	if j.redact != nil {
+		b = j.redact.Bytes(b)
+	}
+	j.pending.Write(b)
+	if j.pending.Len() >= flushAt {
+		j.writeOut()
+	}
+}
+
+// writeOut writes the pending whole lines in one write.
+func (j *JSONL) writeOut() {
+	if j.pending.Len() == 0 || j.err != nil {
+		return
+	}
+	if _, err := j.f.Write(j.pending.Bytes()); err != nil {
+		j.err = fmt.Errorf("%s: %w", j.name, err)
+	}
+	j.pending.Reset()
+}
+
+// Skipped reports how many values could not be encoded, with the first
+// reason, as a warning for the summary; "" when none.
+func (j *JSONL) Skipped() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.skipped == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s: %d values could not be written and were skipped (first: %v)", j.name, j.skipped, j.skipErr)
 }
 
 // Flush writes buffered lines to the file.
 func (j *JSONL) Flush() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.err == nil {
-		j.err = j.w.Flush()
-	}
+	j.writeOut()
 	return j.err
 }
 

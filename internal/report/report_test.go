@@ -121,3 +121,29 @@ func TestDirWritesAtomicallyAndAppends(t *testing.T) {
 		t.Error("a run directory under a file was made")
 	}
 }
+
+// TestJSONLSkipsWhatCannotBeEncoded: one NaN used to make the encoder fail
+// once and every later line vanish silently.
+func TestJSONLSkipsWhatCannotBeEncoded(t *testing.T) {
+	d, err := NewDir(t.TempDir(), "r", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := d.Append("metrics.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Write(map[string]float64{"ok": 1})
+	j.Write(map[string]float64{"bad": math.NaN()})
+	j.Write(map[string]float64{"ok": 2})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(d.File("metrics.jsonl"))
+	if got := string(b); got != "{\"ok\":1}\n{\"ok\":2}\n" {
+		t.Errorf("file holds %q: the good lines around a NaN must survive", got)
+	}
+	if w := j.Skipped(); !strings.Contains(w, "1 values could not be written") || !strings.Contains(w, "NaN") {
+		t.Errorf("skipped value not reported: %q", w)
+	}
+}

@@ -39,6 +39,17 @@ func (f *files) flush() {
 	f.steps.Flush()
 }
 
+// warnings says which values the run directory could not hold.
+func (f *files) warnings() []string {
+	var out []string
+	for _, j := range []*report.JSONL{f.records, f.samples, f.steps} {
+		if w := j.Skipped(); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func (f *files) close() {
 	f.records.Close()
 	f.samples.Close()

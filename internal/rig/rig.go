@@ -397,6 +397,8 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		pf.Status, pf.Detail = "failed", res.PostFlight.Detail
 	}
 	r.addPhase(pf)
+	files.flush()
+	res.Warnings = append(res.Warnings, files.warnings()...)
 	sum = r.summary(res, &cal)
 	if err := r.write(&sum); err != nil {
 		return sum, err
