@@ -6,18 +6,36 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/headroom-bench/headroom/internal/transport"
 )
 
 // Scraper reads /metrics from every target and sums them into one Sample,
-// keeping each target's series groups as parts keyed "URL{labels}".
+// keeping each target's series groups as parts keyed "URL{labels}". It
+// also watches each URL for answers from different processes (see
+// Warnings).
 type Scraper struct {
-	Targets []string     // full /metrics URLs
-	Mapping Mapping      // engine names to common names
-	Client  *http.Client // nil means http.DefaultClient; bound each scrape with ctx
+	Targets []string // full /metrics URLs
+	// Discover, when set, lists the targets before every scrape in place of
+	// Targets (the pods behind a Service, found through Kubernetes), so pods
+	// that come and go are followed: a pod that went away is a part that
+	// stops, as a target that fails, and a new pod's part counts from zero.
+	// A listing that fails keeps the last targets found and is named in
+	// Sample.Errors.
+	Discover func(ctx context.Context) ([]string, error)
+	Mapping  Mapping      // engine names to common names
+	Client   *http.Client // nil means http.DefaultClient; bound each scrape with ctx
+
+	mu    sync.Mutex
+	found []string // the targets of the last listing that worked
+	watch processWatch
 }
 
 // maxBody bounds how much of one /metrics response is read.
@@ -28,13 +46,20 @@ const maxBody = 64 << 20
 // non-nil only when no target answered.
 func (s *Scraper) Scrape(ctx context.Context, at time.Duration) (Sample, error) {
 	out := NewSample(at)
-	if len(s.Targets) == 0 {
+	targets, err := s.targets(ctx)
+	if err != nil {
+		if len(targets) == 0 {
+			return out, err
+		}
+		out.Errors = append(out.Errors, err.Error())
+	}
+	if len(targets) == 0 {
 		return out, errors.New("no metrics targets to scrape: give at least one /metrics URL")
 	}
-	parts := make([]Sample, len(s.Targets))
-	errs := make([]error, len(s.Targets))
+	parts := make([]Sample, len(targets))
+	errs := make([]error, len(targets))
 	var wg sync.WaitGroup
-	for i, target := range s.Targets {
+	for i, target := range targets {
 		wg.Go(func() {
 			parts[i] = NewSample(at)
 			errs[i] = s.scrapeOne(ctx, target, &parts[i])
@@ -42,7 +67,7 @@ func (s *Scraper) Scrape(ctx context.Context, at time.Duration) (Sample, error) 
 	}
 	wg.Wait()
 	answered := 0
-	for i, target := range s.Targets {
+	for i, target := range targets {
 		name := transport.URL(target) // a target's user info is never written
 		if errs[i] != nil {
 			out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", name, errs[i]))
@@ -59,36 +84,106 @@ func (s *Scraper) Scrape(ctx context.Context, at time.Duration) (Sample, error) 
 	return out, nil
 }
 
-func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) error {
+// targets lists the targets to scrape now: Targets, or the last listing
+// of Discover. An error from Discover comes with the targets found before,
+// if any.
+func (s *Scraper) targets(ctx context.Context) ([]string, error) {
+	if s.Discover == nil {
+		return s.Targets, nil
+	}
+	found, err := s.Discover(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if len(s.found) > 0 {
+			return slices.Clone(s.found), fmt.Errorf("finding the metrics targets failed, scraped the %d found before: %w", len(s.found), err)
+		}
+		return nil, fmt.Errorf("finding the metrics targets: %w", err)
+	}
+	s.found = slices.Clone(found)
+	return found, nil
+}
+
+// Warnings names each metrics URL seen answering from different processes
+// on successive scrapes (a Service URL spreading scrapes over pods), with
+// what to use instead. The run reports them with its warnings.
+func (s *Scraper) Warnings() []string { return s.watch.warnings() }
+
+// Families reads every target once and returns the metric families each
+// exposes, parsed, in the order of the targets (the current listing when
+// the targets are discovered). Pre-flight reads which families and series
+// are there from them. The error names every target that failed.
+func (s *Scraper) Families(ctx context.Context) ([]map[string]*dto.MetricFamily, error) {
+	targets, err := s.targets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]*dto.MetricFamily, len(targets))
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Go(func() {
+			out[i], errs[i] = s.fetch(ctx, target)
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("%s: %w", transport.URL(target), errs[i])
+			}
+		})
+	}
+	wg.Wait()
+	return out, errors.Join(errs...)
+}
+
+// fetch reads and parses one target's exposition.
+func (s *Scraper) fetch(ctx context.Context, target string) (map[string]*dto.MetricFamily, error) {
 	client := s.Client
 	if client == nil {
 		client = http.DefaultClient
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
-		return fmt.Errorf("bad metrics URL: %w", err)
+		return nil, fmt.Errorf("bad metrics URL: %w", err)
 	}
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %s (want 200 from a /metrics endpoint)", resp.Status)
+		return nil, fmt.Errorf("status %s (want 200 from a /metrics endpoint)", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, fmt.Errorf("parsing metrics exposition: %w (is the target a Prometheus /metrics endpoint in text format?)", err)
+	}
+	return families, nil
+}
+
+func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) error {
+	families, err := s.fetch(ctx, target)
+	if err != nil {
+		return err
 	}
 	// A target whose exposition is partly unusable (bucket mismatch between its
 	// own series) still contributes what could be read; a target whose text
 	// does not parse contributes nothing.
 	part := NewSample(into.At)
-	name := transport.URL(target)
-	err = s.Mapping.parse(io.LimitReader(resp.Body, maxBody), name, &part)
+	name := transport.URL(target) // a target's user info is never written
+	err = s.Mapping.add(families, name, &part)
 	if err != nil && len(part.Hist)+len(part.Counter)+len(part.Gauge) == 0 {
 		return err
 	}
 	if err != nil {
 		part.Errors = append(part.Errors, fmt.Sprintf("%s: %v", name, err))
 	}
+	total := 0.0
+	for _, p := range part.Parts {
+		for _, v := range p.Counter {
+			total += v
+		}
+	}
+	s.watch.observe(target, name, families, total)
 	*into = part
 	return nil
 }
