@@ -8,18 +8,32 @@ import (
 // VLLM is the mapping for vLLM v1's /metrics (and its API server's HTTP
 // counters from prometheus-fastapi-instrumentator). Data-parallel engines
 // carry an engine label and are summed.
+//
+// vLLM labels vllm:request_success_total by finished_reason (stop, length,
+// abort, error, repetition; vllm/v1/metrics/loggers.py), while independent
+// stand-ins such as llm-d-inference-sim spell it finish_reason (with
+// tool_calls and remote_decode). Each outcome has a rule per spelling, and
+// the finish_reason rules skip series that carry finished_reason, so no
+// series is counted twice. remote_decode (a prefill engine handing the
+// request to a decode engine) counts nowhere: the decode side finishes it.
 func VLLM() Mapping {
 	chat := func(status string) map[string]string {
 		return map[string]string{"handler": "/v1/chat/completions", "status": status}
 	}
-	return Mapping{
+	const success = "vllm:request_success_total"
+	// finished is the rule pair for one outcome, one per label spelling.
+	finished := func(common, reasons string) []Rule {
+		return []Rule{
+			{Common: common, Metric: success, Match: map[string]string{"finished_reason": reasons}, Kind: Counter},
+			{Common: common, Metric: success, Match: map[string]string{"finish_reason": reasons, "finished_reason": ""}, Kind: Counter},
+		}
+	}
+	m := Mapping{
 		{Common: TTFT, Metric: "vllm:time_to_first_token_seconds", Kind: Histogram},
 		{Common: TPOT, Metric: "vllm:request_time_per_output_token_seconds", Kind: Histogram},
 		{Common: ITL, Metric: "vllm:inter_token_latency_seconds", Kind: Histogram},
 		{Common: E2E, Metric: "vllm:e2e_request_latency_seconds", Kind: Histogram},
 		{Common: Queue, Metric: "vllm:request_queue_time_seconds", Kind: Histogram},
-		{Common: RequestsOK, Metric: "vllm:request_success_total", Match: map[string]string{"finished_reason": "stop|length"}, Kind: Counter},
-		{Common: RequestsAborted, Metric: "vllm:request_success_total", Match: map[string]string{"finished_reason": "abort"}, Kind: Counter},
 		{Common: HTTP2xx, Metric: "http_requests_total", Match: chat("2xx"), Kind: Counter},
 		{Common: HTTP4xx, Metric: "http_requests_total", Match: chat("4xx"), Kind: Counter},
 		{Common: HTTP5xx, Metric: "http_requests_total", Match: chat("5xx"), Kind: Counter},
@@ -32,6 +46,9 @@ func VLLM() Mapping {
 		{Common: Waiting, Metric: "vllm:num_requests_waiting", Kind: Gauge},
 		{Common: KVCacheUsage, Metric: "vllm:kv_cache_usage_perc", Kind: Gauge},
 	}
+	m = append(m, finished(RequestsOK, "stop|length|repetition|tool_calls")...)
+	m = append(m, finished(RequestsAborted, "abort")...)
+	return append(m, finished(RequestsFailed, "error")...)
 }
 
 // SGLang is the mapping for SGLang's /metrics (names from
@@ -67,51 +84,58 @@ func SGLang() Mapping {
 	}
 }
 
-// Modelplane is the mapping for Modelplane's common modelplane_* names (its
-// gateway's modelplane_frontend_* and the engines' series renamed by its
-// collector). Modelplane publishes no list of them: modelplane_request_ttft_seconds,
-// modelplane_frontend_ttft_seconds, modelplane_frontend_tpot_seconds and
-// modelplane_frontend_requests_active are named in the reference report;
-// every other name and label here is a guess in the same style, to be
-// corrected with a mapping file (see LoadMapping) against a live /metrics.
-// The bar's TTFT and TPOT come from the gateway (what callers see); the
-// engines' TTFT is kept as engine_ttft_seconds. Prefill and decode engines
-// carry a phase label, so prompt tokens are read off non-decode engines and
-// output tokens off non-prefill ones, counting each request once.
+// Modelplane is the mapping for the modelplane_* series Modelplane's
+// per-cluster OpenTelemetry collector exports (names from its built-in
+// metric statements; see docs/engines.md for where they were read). The
+// bar's TTFT and TPOT come from the gateway's modelplane_frontend_* series
+// (renamed gen_ai server histograms: what callers see); the engines' own
+// TTFT (vLLM's only; a prefill engine's, not a decode engine's) is kept as
+// engine_ttft_seconds. Request outcomes come
+// from the count of modelplane_frontend_request_duration_seconds by
+// error_type, as for gen_ai. Modelplane renames no inter-token latency, no
+// finished-request counter and no HTTP status counter.
+//
+// Engine series carry deployment, replica, namespace, engine and role
+// labels; engine is the engine's name in the ModelDeployment, and a
+// PrefillDecode deployment has two engines, which Modelplane's docs name
+// prefill and decode. Both see every prompt, so prompt tokens and prefix
+// cache lookups are read off engines not named decode and output tokens off
+// engines not named prefill, counting each request once; name them
+// otherwise and override those rules with a mapping file.
 func Modelplane() Mapping {
-	code := func(re string) map[string]string { return map[string]string{"code": re} }
+	errType := func(re string) map[string]string { return map[string]string{"error_type": re} }
+	engine := func(re string) map[string]string { return map[string]string{"engine": re} }
+	const duration = "modelplane_frontend_request_duration_seconds"
 	return Mapping{
 		{Common: TTFT, Metric: "modelplane_frontend_ttft_seconds", Kind: Histogram},
 		{Common: TPOT, Metric: "modelplane_frontend_tpot_seconds", Kind: Histogram},
-		{Common: EngineTTFT, Metric: "modelplane_request_ttft_seconds", Kind: Histogram},
-		{Common: ITL, Metric: "modelplane_request_itl_seconds", Kind: Histogram},
-		{Common: E2E, Metric: "modelplane_frontend_request_duration_seconds", Kind: Histogram},
+		{Common: EngineTTFT, Metric: "modelplane_request_ttft_seconds", Match: engine("!decode"), Kind: Histogram},
+		{Common: E2E, Metric: duration, Kind: Histogram},
 		{Common: Queue, Metric: "modelplane_request_queue_seconds", Kind: Histogram},
-		{Common: HTTP2xx, Metric: "modelplane_frontend_requests_total", Match: code("2.."), Kind: Counter},
-		{Common: HTTP4xx, Metric: "modelplane_frontend_requests_total", Match: code("4.."), Kind: Counter},
-		{Common: HTTP5xx, Metric: "modelplane_frontend_requests_total", Match: code("5.."), Kind: Counter},
-		{Common: RequestsOK, Metric: "modelplane_requests_total", Match: map[string]string{"outcome": "success|stop|length"}, Kind: Counter},
-		{Common: RequestsAborted, Metric: "modelplane_requests_total", Match: map[string]string{"outcome": "abort|aborted|cancelled"}, Kind: Counter},
-		{Common: PromptTokens, Metric: "modelplane_prompt_tokens_total", Match: map[string]string{"phase": "!decode"}, Kind: Counter},
-		{Common: GenerationTokens, Metric: "modelplane_generation_tokens_total", Match: map[string]string{"phase": "!prefill"}, Kind: Counter},
-		{Common: PrefixCacheHits, Metric: "modelplane_prefix_cache_hits_total", Match: map[string]string{"phase": "!decode"}, Kind: Counter},
-		{Common: PrefixCacheQueries, Metric: "modelplane_prefix_cache_queries_total", Match: map[string]string{"phase": "!decode"}, Kind: Counter},
-		{Common: Preemptions, Metric: "modelplane_preemptions_total", Kind: Counter},
+		{Common: RequestsOK, Metric: duration, Match: errType(""), Kind: Counter, Field: "count"},
+		{Common: HTTP4xx, Metric: duration, Match: errType("4[0-9][0-9]"), Kind: Counter, Field: "count"},
+		{Common: HTTP5xx, Metric: duration, Match: errType("5[0-9][0-9]"), Kind: Counter, Field: "count"},
+		{Common: RequestsFailed, Metric: duration, Match: errType("!|[45][0-9][0-9]"), Kind: Counter, Field: "count"},
+		{Common: PromptTokens, Metric: "modelplane_request_input_tokens", Match: engine("!decode"), Kind: Counter, Field: "sum"},
+		{Common: GenerationTokens, Metric: "modelplane_request_output_tokens", Match: engine("!prefill"), Kind: Counter, Field: "sum"},
+		{Common: PrefixCacheHits, Metric: "modelplane_prefix_cache_hits_total", Match: engine("!decode"), Kind: Counter},
+		{Common: PrefixCacheQueries, Metric: "modelplane_prefix_cache_lookups_total", Match: engine("!decode"), Kind: Counter},
+		{Common: Preemptions, Metric: "modelplane_requests_preempted_total", Kind: Counter},
 		{Common: Running, Metric: "modelplane_requests_running", Kind: Gauge},
 		{Common: Waiting, Metric: "modelplane_requests_waiting", Kind: Gauge},
-		{Common: RequestsActive, Metric: "modelplane_frontend_requests_active", Kind: Gauge},
-		{Common: KVCacheUsage, Metric: "modelplane_kv_cache_usage", Kind: Gauge},
+		{Common: KVCacheUsage, Metric: "modelplane_kv_cache_utilization_ratio", Kind: Gauge},
 	}
 }
 
 // GenAI is the mapping for OpenTelemetry's gen_ai semantic conventions as a
 // Prometheus exporter names them (dots to underscores, unit "s" as the
-// _seconds suffix, attributes as labels: error.type -> error_type,
-// gen_ai.token.type -> gen_ai_token_type), as gateways emit them. The
-// server histograms are in seconds. Request outcomes come from the count of
-// gen_ai.server.request.duration: without error_type a success, an HTTP
-// status class as 4xx or 5xx, any other error type a failed request. Tokens
-// are the sums of gen_ai.client.token.usage by token type.
+// _seconds suffix, a "{token}" unit dropped, attributes as labels:
+// error.type -> error_type, gen_ai.token.type -> gen_ai_token_type), as
+// gateways emit them. The server histograms are in seconds. Request
+// outcomes come from the count of gen_ai.server.request.duration: without
+// error_type a success, an HTTP status code as 4xx or 5xx, any other error
+// type (Envoy AI Gateway writes _OTHER for every failure) a failed request.
+// Tokens are the sums of gen_ai.client.token.usage by token type.
 func GenAI() Mapping {
 	errType := func(re string) map[string]string { return map[string]string{"error_type": re} }
 	const duration = "gen_ai_server_request_duration_seconds"

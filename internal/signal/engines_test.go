@@ -65,16 +65,30 @@ func TestEngineMappings(t *testing.T) {
 			// rank 90 of 100 is the top of the (0.75, 1] bucket.
 			p90: TTFT, p90v: 1, lo: 0.75, hi: 1, parts: 4,
 		}},
-		// Modelplane: TTFT and TPOT from the gateway, engine TTFT kept apart;
-		// HTTP classes by code; prompt tokens off prefill engines only and
-		// output tokens off decode engines only; the fullest engine's KV cache.
+		// Modelplane: TTFT and TPOT from the gateway's renamed gen_ai
+		// histograms, the prefill engine's TTFT kept apart; outcomes by
+		// error_type, where Envoy AI Gateway's _OTHER is a failed request;
+		// prompt tokens and cache lookups off the engine not named decode,
+		// output tokens off the one not named prefill; the fullest engine's
+		// KV cache.
 		{"modelplane", "modelplane_metrics.txt", Modelplane(), want{
-			counters: map[string]float64{HTTP2xx: 96, HTTP4xx: 3, HTTP5xx: 1, PromptTokens: 1e6, GenerationTokens: 30000},
-			gauges:   map[string]float64{RequestsActive: 14, KVCacheUsage: 0.9},
-			counts:   map[string]float64{TTFT: 100, TPOT: 100, EngineTTFT: 100},
-			absent:   []string{ITL, RequestsOK},
+			counters: map[string]float64{RequestsOK: 96, RequestsFailed: 4, HTTP4xx: 0, HTTP5xx: 0, PromptTokens: 1e6, GenerationTokens: 30000,
+				PrefixCacheHits: 8e5, PrefixCacheQueries: 1e6, Preemptions: 1},
+			gauges: map[string]float64{Running: 14, Waiting: 3, KVCacheUsage: 0.9},
+			counts: map[string]float64{TTFT: 100, TPOT: 100, EngineTTFT: 100},
+			absent: []string{ITL, RequestsActive, RequestsAborted, HTTP2xx},
 			// rank 90 of 100: 80 at 1, 95 at 2.5, so 1 + 1.5*10/15.
-			p90: TTFT, p90v: 2, lo: 1, hi: 2.5, parts: 6,
+			p90: TTFT, p90v: 2, lo: 1, hi: 2.5, parts: 5,
+		}},
+		// An independent vLLM stand-in labels finish_reason: the second
+		// spelling's rules read it (tool_calls is a normal finish,
+		// remote_decode counts nowhere), and the absent abort series reads 0.
+		{"vllm finish_reason", "vllm_finish_reason_metrics.txt", VLLM(), want{
+			counters: map[string]float64{RequestsOK: 50, RequestsAborted: 0, PromptTokens: 412000},
+			counts:   map[string]float64{TTFT: 50, ITL: 3000},
+			absent:   []string{TPOT, HTTP5xx},
+			// rank 45 of 50 is the top of the (1, 2.5] bucket.
+			p90: TTFT, p90v: 2.5, lo: 1, hi: 2.5, parts: 1,
 		}},
 		// vLLM's two data-parallel engines are two parts, plus the HTTP
 		// counters' one series group.
