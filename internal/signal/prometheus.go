@@ -155,13 +155,9 @@ func (p *Prometheus) Scrape(ctx context.Context, at time.Duration) (Sample, erro
 	if err != nil {
 		return out, err
 	}
-	v, warnings, err := p.API.Query(ctx, q, p.Clock.Wall(at))
+	vec, warnings, err := p.vector(ctx, q, at)
 	if err != nil {
-		return out, fmt.Errorf("prometheus query %s: %w", q, err)
-	}
-	vec, ok := v.(model.Vector)
-	if !ok {
-		return out, fmt.Errorf("prometheus query %s returned a %s, want a vector", q, v.Type())
+		return out, err
 	}
 	points := make([]point, 0, len(vec))
 	for _, s := range vec {
@@ -232,17 +228,107 @@ func (p *Prometheus) sample(at time.Duration, points []point, warnings []string)
 	for _, w := range warnings {
 		out.Errors = append(out.Errors, "prometheus warning: "+w)
 	}
-	families := map[string]*dto.MetricFamily{}
+	families, down := p.families(points)
+	out.Errors = append(out.Errors, down...)
+	if len(families) == 0 {
+		return out, fmt.Errorf("no series of %s match selector %q at %v: check the selector and that Prometheus scrapes the engines", strings.Join(p.Mapping.Families(), ", "), p.Selector, at)
+	}
+	if err := p.Mapping.add(families, "", &out); err != nil {
+		out.Errors = append(out.Errors, err.Error())
+	}
+	return out, nil
+}
+
+// Families returns the metric families Prometheus holds under the selector
+// at run time at, for every family the mapping reads, rebuilt as a scrape
+// of /metrics would parse them (a histogram's _bucket, _count and _sum
+// series as one histogram; other families untyped), with the series'
+// target labels (instance, job, pod, ...). Pre-flight checks them as it
+// checks the families of a scraped target. down names the targets
+// Prometheus could not scrape (up == 0).
+func (p *Prometheus) Families(ctx context.Context, at time.Duration) (families map[string]*dto.MetricFamily, down []string, err error) {
+	q, err := p.query()
+	if err != nil {
+		return nil, nil, err
+	}
+	vec, warnings, err := p.vector(ctx, q, at)
+	if err != nil {
+		return nil, nil, err
+	}
+	points := make([]point, 0, len(vec))
+	for _, s := range vec {
+		points = append(points, point{s.Metric, float64(s.Value)})
+	}
+	families, down = p.families(points)
+	for _, w := range warnings {
+		down = append(down, "prometheus warning: "+w)
+	}
+	return families, down, nil
+}
+
+// FamilyNames lists the names of the series under the selector at run time
+// at whose names match the RE2 pattern (anchored, as PromQL's =~), such as
+// "vllm:.+|sglang:.+" to tell which engine is behind them. It asks for the
+// names only (count by (__name__)), not every series.
+func (p *Prometheus) FamilyNames(ctx context.Context, at time.Duration, pattern string) ([]string, error) {
+	inner, err := matchersOf(p.Selector)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := regexp.Compile(pattern); err != nil {
+		return nil, fmt.Errorf("family name pattern %q: %w", pattern, err)
+	}
+	sel := "{__name__=~" + strconv.Quote(pattern)
+	if inner != "" {
+		sel += "," + inner
+	}
+	vec, _, err := p.vector(ctx, "count by (__name__) ("+sel+"})", at)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range vec {
+		out = append(out, string(s.Metric[model.MetricNameLabel]))
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// vector runs an instant query at the wall time of run time at.
+func (p *Prometheus) vector(ctx context.Context, q string, at time.Duration) (model.Vector, []string, error) {
+	v, warnings, err := p.API.Query(ctx, q, p.Clock.Wall(at))
+	if err != nil {
+		return nil, warnings, fmt.Errorf("prometheus query %s: %w", q, err)
+	}
+	vec, ok := v.(model.Vector)
+	if !ok {
+		return nil, warnings, fmt.Errorf("prometheus query %s returned a %s, want a vector", q, v.Type())
+	}
+	return vec, warnings, nil
+}
+
+// families rebuilds metric families from query results; down names the
+// targets whose up series is 0.
+func (p *Prometheus) families(points []point) (families map[string]*dto.MetricFamily, down []string) {
+	families = map[string]*dto.MetricFamily{}
 	plain := map[string]bool{}
 	for _, f := range p.Mapping.Families() {
 		plain[f] = true
+	}
+	// A family the mapping reads as a counter or gauge takes that type, as
+	// in the engine's own exposition; any other plain family is untyped.
+	kinds := map[string]Kind{}
+	for _, r := range p.Mapping {
+		if r.Field == "" && r.Kind != Histogram {
+			kinds[r.Metric] = r.Kind
+		}
 	}
 	hists := map[string]map[model.Fingerprint]*dto.Metric{}
 	for _, pt := range points {
 		name := string(pt.metric[model.MetricNameLabel])
 		if name == "up" {
 			if pt.value == 0 {
-				out.Errors = append(out.Errors, fmt.Sprintf("%s: Prometheus could not scrape this target (up == 0)", labelsOf(pt.metric)))
+				down = append(down, fmt.Sprintf("%s: Prometheus could not scrape this target (up == 0)", labelsOf(pt.metric)))
 			}
 			if !plain[name] {
 				continue
@@ -252,9 +338,24 @@ func (p *Prometheus) sample(at time.Duration, points []point, warnings []string)
 			mf := families[name]
 			if mf == nil {
 				mf = &dto.MetricFamily{Name: &name, Type: dto.MetricType_UNTYPED.Enum()}
+				switch kinds[name] {
+				case Counter:
+					mf.Type = dto.MetricType_COUNTER.Enum()
+				case Gauge:
+					mf.Type = dto.MetricType_GAUGE.Enum()
+				}
 				families[name] = mf
 			}
-			mf.Metric = append(mf.Metric, &dto.Metric{Label: labelPairs(pt.metric), Untyped: &dto.Untyped{Value: &pt.value}})
+			m := &dto.Metric{Label: labelPairs(pt.metric)}
+			switch mf.GetType() {
+			case dto.MetricType_COUNTER:
+				m.Counter = &dto.Counter{Value: &pt.value}
+			case dto.MetricType_GAUGE:
+				m.Gauge = &dto.Gauge{Value: &pt.value}
+			default:
+				m.Untyped = &dto.Untyped{Value: &pt.value}
+			}
+			mf.Metric = append(mf.Metric, m)
 			continue
 		}
 		base, suffix, ok := splitHistogramName(name, plain)
@@ -304,13 +405,7 @@ func (p *Prometheus) sample(at time.Duration, points []point, warnings []string)
 		}
 		families[base] = mf
 	}
-	if len(families) == 0 {
-		return out, fmt.Errorf("no series of %s match selector %q at %v: check the selector and that Prometheus scrapes the engines", strings.Join(p.Mapping.Families(), ", "), p.Selector, at)
-	}
-	if err := p.Mapping.add(families, "", &out); err != nil {
-		out.Errors = append(out.Errors, err.Error())
-	}
-	return out, nil
+	return families, down
 }
 
 // splitHistogramName splits "x_bucket" into "x" and "_bucket" when x is a

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -152,10 +153,11 @@ func TestSelector(t *testing.T) {
 }
 
 // copyState is one engine copy's counters: n requests with a TTFT spread
-// over the buckets, slower on a slow copy.
+// over the buckets, slower on a slow copy; a copy that is gone answers 503.
 type copyState struct {
 	n    int
 	slow bool
+	gone bool
 }
 
 func (c copyState) exposition() string {
@@ -177,10 +179,12 @@ func (c copyState) exposition() string {
 }
 
 // TestRealPrometheus starts a Prometheus server (Debian's prometheus
-// package) that scrapes two vLLM-format copies every second while the test
-// steps their counters, one copy restarting; then it checks that the direct
-// Scraper, Prometheus instant queries and one Prometheus range query give the
-// same window deltas, P90 and restart warning.
+// package) that scrapes three vLLM-format copies every second while the
+// test steps their counters, one copy restarting and one going away (as a
+// pod that is gone); then it checks that the direct Scraper, Prometheus
+// instant queries and one Prometheus range query give the same window
+// deltas, P90 and restart warning, and that pre-flight reads the same
+// families through Prometheus as from the copies themselves.
 func TestRealPrometheus(t *testing.T) {
 	bin := "/usr/bin/prometheus"
 	if _, err := os.Stat(bin); err != nil {
@@ -199,15 +203,21 @@ func TestRealPrometheus(t *testing.T) {
 	serve := func(name string) *httptest.Server {
 		return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
-			text := states[name].exposition()
+			st := states[name]
 			mu.Unlock()
+			if st.gone {
+				http.Error(w, "gone", http.StatusServiceUnavailable)
+				return
+			}
+			text := st.exposition()
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 			fmt.Fprint(w, text)
 		}))
 	}
-	a, b := serve("a"), serve("b")
+	a, b, c := serve("a"), serve("b"), serve("c")
 	defer a.Close()
 	defer b.Close()
+	defer c.Close()
 
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -217,7 +227,7 @@ func TestRealPrometheus(t *testing.T) {
 	l.Close()
 	dir := t.TempDir()
 	host := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
-	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%q, %q]\n", host(a), host(b))
+	config := fmt.Sprintf("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: vllm\n    static_configs:\n      - targets: [%q, %q, %q]\n", host(a), host(b), host(c))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -243,23 +253,30 @@ func TestRealPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scraper := &Scraper{Targets: []string{a.URL + "/metrics", b.URL + "/metrics"}, Mapping: VLLM()}
+	scraper := &Scraper{Targets: []string{a.URL + "/metrics", b.URL + "/metrics", c.URL + "/metrics"}, Mapping: VLLM()}
 
-	// Copy a restarts between steps 1 and 2 while b's growth hides it.
-	steps := [][2]int{{100, 100}, {160, 180}, {20, 400}, {60, 460}}
+	// Copy a restarts between steps 1 and 2 while b's growth hides it; copy
+	// c is gone from step 2 on (n < 0).
+	steps := [][3]int{{100, 100, 50}, {160, 180, 70}, {20, 400, -1}, {60, 460, -1}}
 	var edges []time.Duration
 	var direct []Sample
 	for _, st := range steps {
 		mu.Lock()
-		states["a"], states["b"] = copyState{n: st[0]}, copyState{n: st[1], slow: true}
+		states["a"], states["b"], states["c"] = copyState{n: st[0]}, copyState{n: st[1], slow: true}, copyState{n: st[2], gone: st[2] < 0}
 		mu.Unlock()
-		want := float64(st[0] + st[1])
+		want, parts := float64(st[0]+st[1]), 2
+		if st[2] >= 0 {
+			want, parts = want+float64(st[2]), 3
+		}
 		waitFor(t, ctx, fmt.Sprintf("Prometheus to scrape %v", st), func() bool {
 			s, err := prom.Scrape(ctx, clock.Now())
-			return err == nil && s.Counter[RequestsOK] == want && len(s.Parts) == 2
+			return err == nil && s.Counter[RequestsOK] == want && len(s.Parts) == parts
 		}, &logs)
 		time.Sleep(300 * time.Millisecond) // range points near the edge come after the scrape seen
 		at := clock.Now()
+		if st[2] == 70 {
+			checkFamilies(t, ctx, prom, scraper, at)
+		}
 		s, err := scraper.Scrape(ctx, at)
 		if err != nil || s.Counter[RequestsOK] != want {
 			t.Fatalf("direct scrape at %v: %v, requests_ok %g, want %g", at, err, s.Counter[RequestsOK], want)
@@ -280,7 +297,7 @@ func TestRealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	wantOK := []float64{140, 240, 100} // per window: a 60 + b 80; a 20 from zero + b 220; 40 + 60
+	wantOK := []float64{160, 240, 100} // per window: a 60 + b 80 + c 20; a 20 from zero + b 220 (c gone); 40 + 60
 	for i := range len(edges) - 1 {
 		var got []string
 		for _, src := range []struct {
@@ -306,6 +323,72 @@ func TestRealPrometheus(t *testing.T) {
 			t.Errorf("window %d: sources disagree:\n scraper: %s\n instant: %s\n range:   %s", i, got[0], got[1], got[2])
 		}
 	}
+}
+
+// checkFamilies compares the families pre-flight reads through Prometheus
+// at run time at with those of the copies themselves: the same families,
+// series and values (Prometheus adds instance and job labels), and the
+// engine told from the family names.
+func checkFamilies(t *testing.T, ctx context.Context, prom *Prometheus, scraper *Scraper, at time.Duration) {
+	t.Helper()
+	fams, down, err := prom.Families(ctx, at)
+	if err != nil || len(down) > 0 {
+		t.Fatalf("families through Prometheus: %v, down %q", err, down)
+	}
+	direct, err := scraper.Families(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range VLLM().Families() {
+		series, sum := 0, 0.0
+		for _, d := range direct {
+			for _, m := range d[name].GetMetric() {
+				series++
+				if v, ok := valueOf(m, ""); ok {
+					sum += v
+				}
+				if h := m.GetHistogram(); h != nil {
+					sum += float64(h.GetSampleCount())
+				}
+			}
+		}
+		got, gotSum := 0, 0.0
+		for _, m := range fams[name].GetMetric() {
+			got++
+			if v, ok := valueOf(m, ""); ok {
+				gotSum += v
+			}
+			if h := m.GetHistogram(); h != nil {
+				gotSum += h.GetSampleCountFloat()
+				if len(h.GetBucket()) != 5 {
+					t.Errorf("%s through Prometheus: %d buckets, want 5", name, len(h.GetBucket()))
+				}
+			}
+			if !hasLabel(m, "instance") {
+				t.Errorf("%s through Prometheus: a series without its instance label", name)
+			}
+		}
+		if got != series || gotSum != sum {
+			t.Errorf("%s: %d series summing to %g through Prometheus, %d summing to %g from the copies", name, got, gotSum, series, sum)
+		}
+		if d := direct[0][name]; d != nil && fams[name].GetType() != d.GetType() {
+			t.Errorf("%s: type %s through Prometheus, %s from the copies", name, fams[name].GetType(), d.GetType())
+		}
+	}
+	names, err := prom.FamilyNames(ctx, at, "vllm:.+|sglang:.+")
+	// Prometheus stores a histogram as its _bucket, _count and _sum series.
+	if err != nil || len(names) != 6 || !strings.HasPrefix(names[0], "vllm:") || !strings.HasPrefix(names[5], "vllm:") {
+		t.Errorf("engine series names through Prometheus: %q, %v; want the 6 vllm: names", names, err)
+	}
+}
+
+func hasLabel(m *dto.Metric, name string) bool {
+	for _, lp := range m.GetLabel() {
+		if lp.GetName() == name {
+			return true
+		}
+	}
+	return false
 }
 
 // waitFor polls cond every 100ms until it holds or ctx ends.
