@@ -42,6 +42,53 @@ type Summary struct {
 	// Mix is the workload's share of each tier, when the run recorded it;
 	// compare reads it to tell light-only and heavy-only runs apart.
 	Mix *Mix `json:"mix,omitempty"`
+	// OverContext is how many planned turns need more than the served
+	// context, and how many were dropped for it; nil when the context was
+	// not known or pre-flight did not get that far.
+	OverContext *OverContext `json:"over_context,omitempty"`
+}
+
+// OverContext is how the run's planned turns (the turns of every session
+// its tiers may replay, subagents' included) fit the served context: a turn
+// is over it when its prompt plus its max_tokens cap exceed it, as vLLM
+// refuses it.
+type OverContext struct {
+	ContextTokens int    `json:"context_tokens"`
+	Source        string `json:"source"` // where the context length was read
+	// Skipped is workload.skip_over_context: the turns over the context and
+	// the rest of their conversations were not sent.
+	Skipped bool              `json:"skipped"`
+	Tiers   []OverContextTier `json:"tiers"`
+}
+
+// OverContextTier is one tier's count of turns over the context.
+type OverContextTier struct {
+	Tier            string `json:"tier"`
+	Turns           int    `json:"turns"`
+	Over            int    `json:"over"`
+	SubagentTurns   int    `json:"subagent_turns"`
+	SubagentOver    int    `json:"subagent_over"`
+	Dropped         int    `json:"dropped"` // turns not sent: those over and the rest of their conversations
+	SubagentDropped int    `json:"subagent_dropped"`
+}
+
+// Lines says, one line per tier, how many turns were over the context and
+// what became of them.
+func (o OverContext) Lines() []string {
+	var out []string
+	for _, t := range o.Tiers {
+		share := 0.0
+		if t.Turns > 0 {
+			share = 100 * float64(t.Over) / float64(t.Turns)
+		}
+		line := fmt.Sprintf("%s: %d of %d turns (%.1f%%) need more than the %d-token context (%s), %d of them subagent turns",
+			t.Tier, t.Over, t.Turns, share, o.ContextTokens, o.Source, t.SubagentOver)
+		if o.Skipped {
+			line += fmt.Sprintf("; %d turns were dropped and never sent (%d subagent): those over the context and the rest of their conversations", t.Dropped, t.SubagentDropped)
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // Mix is the share of each tier in a run's sessions.
@@ -181,6 +228,11 @@ func WriteText(w io.Writer, s Summary) error {
 		fmt.Fprintf(&b, "note: %s\n", s.Capacity.Note)
 	}
 	fmt.Fprintf(&b, "stopped: %s\n", s.StopReason)
+	if s.OverContext != nil {
+		for _, l := range s.OverContext.Lines() {
+			fmt.Fprintf(&b, "over context: %s\n", l)
+		}
+	}
 	if len(s.Missing) > 0 {
 		fmt.Fprintf(&b, "signals the bar wanted and did not get: %s\n", strings.Join(s.Missing, ", "))
 	}
@@ -295,6 +347,12 @@ func Markdown(s Summary) []byte {
 	b.WriteString("| sessions | turns sent | errors seen by client | client P90 TTFT s | prompt tokens served vs planned |\n|---|---|---|---|---|\n")
 	for _, st := range s.Steps {
 		fmt.Fprintf(&b, "| %d | %d | %d | %.2f | %+.2f%% |\n", st.Sessions, st.Load.Sent, st.Load.ClientErrors, st.Load.ClientTTFTP90, st.Load.PromptDrift*100)
+	}
+	if s.OverContext != nil {
+		b.WriteString("\n## Turns over the served context\n\n")
+		for _, l := range s.OverContext.Lines() {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
 	}
 	b.WriteString("\n## Missing signals\n\n")
 	if len(s.Missing) == 0 {
