@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 
@@ -70,7 +69,10 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 			return "", fmt.Errorf("the live engine is version %q, the recipe says %q: the wrong recipe is live", v.Version, want)
 		}
 	}
-	if eng, err := engineOf(ctx, acc.metrics.Client(probeTimeout), scraper.Targets); err == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
+	// One read of each target serves the engine check and the coverage
+	// check; a target that does not answer is reported by the scrape below.
+	fams, famErr := fetchFamilies(ctx, acc.metrics.Client(probeTimeout), scraper.Targets)
+	if eng := engineOfFamilies(fams); famErr == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
 		return "", fmt.Errorf("the server's metrics are %s's (%s:*), the recipe says engine %q: the wrong recipe is live", eng, eng, cfg.Recipe.Engine)
 	}
 	s, err := scraper.Scrape(ctx, clock.Now())
@@ -101,6 +103,15 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 			hint += "; a server without HTTP status counters (SGLang alone) needs its gateway's /metrics in recipe.metrics, or bar.client_errors: true to count refusals as the client sees them"
 		}
 		return "", fmt.Errorf("the bar needs signals the server does not report: %s (%s)", strings.Join(missing, ", "), hint)
+	}
+	if famErr != nil {
+		notes = append(notes, fmt.Sprintf("the rules' label matchers and the bar's buckets were not checked (%v)", famErr))
+	} else {
+		more, err := checkSignals(scraper.Mapping, fams, cfg)
+		if err != nil {
+			return "", err
+		}
+		notes = append(notes, more...)
 	}
 	running, okR := s.Gauge[signal.Running]
 	waiting, okW := s.Gauge[signal.Waiting]
@@ -138,33 +149,4 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
 		return fmt.Errorf("%s: %w", url, err)
 	}
 	return nil
-}
-
-// engineOf tells the engine behind the metrics from its family prefixes:
-// vllm:* or sglang:*; "" when neither shows (a gateway, another engine).
-func engineOf(ctx context.Context, hc *http.Client, targets []string) (string, error) {
-	for _, t := range targets {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, t, nil)
-		if err != nil {
-			return "", err
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			return "", err
-		}
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-		resp.Body.Close()
-		if err != nil {
-			return "", err
-		}
-		for _, line := range strings.Split(string(body), "\n") {
-			switch {
-			case strings.HasPrefix(line, "vllm:"):
-				return "vllm", nil
-			case strings.HasPrefix(line, "sglang:"):
-				return "sglang", nil
-			}
-		}
-	}
-	return "", nil
 }

@@ -1,0 +1,128 @@
+package rig
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/timescale"
+)
+
+// standIn serves, on loopback, /v1/models and the /metrics of an
+// independent vLLM stand-in (finish_reason, not vLLM's finished_reason; no
+// HTTP status counters), as the signal package's fixture writes it.
+func standIn(t *testing.T, model string) string {
+	t.Helper()
+	exposition, err := os.ReadFile("../signal/testdata/vllm_finish_reason_metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/models":
+			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"vllm"}]}`, model)
+		case "/metrics":
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			w.Write(exposition)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// preflightAgainst runs pre-flight against a stand-in with the default bar
+// (P90 TTFT 5.3 s, 10 tokens/s) and errors counted as the client sees them.
+func preflightAgainst(t *testing.T, m signal.Mapping) (string, *signal.Scraper, error) {
+	t.Helper()
+	cfg := config.Default()
+	url := standIn(t, cfg.Recipe.Model)
+	cfg.Recipe.Endpoint, cfg.Recipe.Metrics = url, []string{url + "/metrics"}
+	cfg.Bar.ClientErrors = true
+	clock, err := timescale.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc access
+	scraper := &signal.Scraper{Targets: cfg.Recipe.Metrics, Mapping: m, Client: acc.metrics.Client(probeTimeout)}
+	detail, err := preflight(context.Background(), cfg, url, acc, scraper, clock)
+	return detail, scraper, err
+}
+
+// TestPreflightReadsAStandIn: the vllm mapping reads a stand-in's
+// finish_reason counters, pre-flight passes, and its detail notes the abort
+// counter no series reads yet and the bar inside TTFT's (5, 7.5] bucket.
+func TestPreflightReadsAStandIn(t *testing.T) {
+	detail, scraper, err := preflightAgainst(t, signal.VLLM())
+	if err != nil {
+		t.Fatalf("pre-flight against a finish_reason stand-in: %v", err)
+	}
+	for _, want := range []string{
+		`no series of vllm:request_success_total matches {finished_reason=~"abort"} or {finish_reason=~"abort", finished_reason=""} yet`,
+		"the TTFT bar 5.3 s sits inside the bucket (5, 7.5] of vllm:time_to_first_token_seconds",
+	} {
+		if !strings.Contains(detail, want) {
+			t.Errorf("pre-flight detail %q does not note %q", detail, want)
+		}
+	}
+	if strings.Contains(detail, "interactivity bar") {
+		t.Errorf("10 tokens/s is 0.1 s per token, an edge of vLLM's buckets, yet pre-flight notes it: %q", detail)
+	}
+	s, err := scraper.Scrape(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, aborted := s.Counter[signal.RequestsOK], s.Counter[signal.RequestsAborted]; ok != 50 || aborted != 0 {
+		t.Errorf("finished %g, aborted %g; want the stand-in's 50 (stop, length, tool_calls) and 0", ok, aborted)
+	}
+}
+
+// TestPreflightStopsAWrongLabel: a mapping that matches finished_reason on
+// a server labelling finish_reason fails pre-flight, naming the labels the
+// family has and the one the rule matches.
+func TestPreflightStopsAWrongLabel(t *testing.T) {
+	var m signal.Mapping
+	for _, r := range signal.VLLM() {
+		if _, stand := r.Match["finish_reason"]; !stand {
+			m = append(m, r)
+		}
+	}
+	_, _, err := preflightAgainst(t, m)
+	if err == nil {
+		t.Fatal("pre-flight passed with a rule that reads 0 all run")
+	}
+	for _, want := range []string{
+		"vllm:request_success_total has labels finish_reason (length, remote_decode, stop, tool_calls), model_name",
+		"the rule for requests_aborted matches finished_reason",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// TestFetchFamilies: the bodies are parsed per target, the engine is told
+// by its prefixes, and a target that fails is named without its user info.
+func TestFetchFamilies(t *testing.T) {
+	url := standIn(t, "m")
+	var acc access
+	fams, err := fetchFamilies(context.Background(), acc.metrics.Client(probeTimeout), []string{url + "/metrics"})
+	if err != nil || len(fams) != 1 || fams[0]["vllm:request_success_total"] == nil {
+		t.Fatalf("families %d, %v", len(fams), err)
+	}
+	if eng := engineOfFamilies(fams); eng != "vllm" {
+		t.Errorf("engine %q, want vllm", eng)
+	}
+	bad := strings.Replace(url, "http://", "http://user:secret@", 1) + "/missing"
+	_, err = fetchFamilies(context.Background(), acc.metrics.Client(probeTimeout), []string{bad})
+	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "404") {
+		t.Errorf("error %v: want a 404 that keeps the password out", err)
+	}
+}
