@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/recipe"
-	"sigs.k8s.io/yaml"
 )
 
 // Version is the run-file schema version this build reads.
@@ -185,22 +183,10 @@ func Load(path string) (Run, error) {
 }
 
 // Parse decodes a run file strictly (unknown fields are errors), fills
-// defaults and validates every field. name is used in errors.
+// defaults and validates every field. name is used in errors. The error
+// is an *Errors listing every problem with its line (see position.go).
 func Parse(b []byte, name string) (Run, error) {
-	var r Run
-	if err := yaml.UnmarshalStrict(b, &r); err != nil {
-		return Run{}, fmt.Errorf("%s: %v (fields are listed in examples/run.yaml)", name, err)
-	}
-	rc, err := recipe.Resolve(r.Recipe, filepath.Dir(name))
-	if err != nil {
-		return Run{}, fmt.Errorf("%s: recipe: %w", name, err)
-	}
-	r.Recipe = rc
-	r.fillDefaults()
-	if err := r.Validate(); err != nil {
-		return Run{}, fmt.Errorf("%s: %w", name, err)
-	}
-	return r, nil
+	return parse(b, name, true, nil)
 }
 
 func (r *Run) fillDefaults() {
