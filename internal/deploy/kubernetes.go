@@ -29,7 +29,7 @@ const FieldManager = "headroom"
 // ReadyConditions are the built-in readiness rules: an object of this kind is
 // ready when its status has this condition True for its current generation.
 var ReadyConditions = map[string]string{
-	"ModelDeployment":  "ReplicasReady", // Modelplane
+	"ModelDeployment":  "ReplicasReady", // Modelplane (modelplane.ai/v1alpha1): True, reason AllReplicasReady, once every ModelReplica is Ready
 	"Deployment":       "Available",
 	"LeaderWorkerSet":  "Available",
 	"InferenceService": "Ready", // KServe
