@@ -2,6 +2,7 @@ package load
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -51,6 +52,10 @@ func TestMain(m *testing.M) {
 
 // benchChunk is an OpenAI chunk of 150 bytes, as vLLM streams one token.
 var benchChunk = []byte(`data: {"id":"chatcmpl-9f1c2a7b","object":"chat.completion.chunk","created":1732000000,"model":"bench","choices":[{"index":0,"delta":{"content":" tok"},"finish_reason":null}]}` + "\n\n")
+
+// benchChunkSpaced is benchChunk as Python's json.dumps writes it (a space
+// after every ":" and ","), as LiteLLM and other Python gateways do.
+var benchChunkSpaced = []byte(`data: {"id": "chatcmpl-9f1c2a7b", "object": "chat.completion.chunk", "created": 1732000000, "model": "bench", "choices": [{"index": 0, "delta": {"content": " tok"}, "finish_reason": null}]}` + "\n\n")
 
 // serveBench answers chat completions at zero latency until stdin closes.
 func serveBench() {
@@ -304,6 +309,41 @@ func BenchmarkStreamJSONBaseline(b *testing.B) {
 				b.Fatalf("%d streams failed", failed.Load())
 			}
 			b.ReportMetric(float64(tokens.Load())/(cpuTime()-cpu0).Seconds(), "tok/cpu-s")
+		})
+	}
+}
+
+// benchPayloads are the data payloads of benchChunk and of its spaced
+// (json.dumps) twin.
+func benchPayloads() (compact, spaced []byte) {
+	compact = trimSpace(bytes.TrimSuffix(bytes.TrimPrefix(benchChunk, []byte("data: ")), []byte("\n\n")))
+	spaced = trimSpace(bytes.TrimSuffix(bytes.TrimPrefix(benchChunkSpaced, []byte("data: ")), []byte("\n\n")))
+	return compact, spaced
+}
+
+// BenchmarkClassify measures one token chunk's classification alone: the
+// fast path on compact JSON, the full decode on compact and spaced JSON.
+func BenchmarkClassify(b *testing.B) {
+	compact, spaced := benchPayloads()
+	b.Run("fast/compact", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if c, ok := classifyFast(compact); !ok || !c.answer {
+				b.Fatal("fast path not sure of the benchmark chunk")
+			}
+		}
+	})
+	for _, in := range []struct {
+		name string
+		p    []byte
+	}{{"full/compact", compact}, {"full/spaced", spaced}} {
+		b.Run(in.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if c, err := classifyFull(in.p); err != nil || !c.answer {
+					b.Fatal(err)
+				}
+			}
 		})
 	}
 }

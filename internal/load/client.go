@@ -18,9 +18,10 @@ import (
 )
 
 // Client streams chat completions from an OpenAI-compatible endpoint and
-// reports what it saw. It is the load generator's hot path: it decodes only
-// the final usage chunk and any error with encoding/json, and scans the token
-// chunks in between for the few bytes it needs.
+// reports what it saw. It is the load generator's hot path: compact token
+// chunks are classified in one pass over their bytes (stream_fast.go), and
+// only the usage chunk, errors and chunks in any other layout are decoded
+// with encoding/json (stream_chunk.go).
 type Client struct {
 	url     string
 	model   string
@@ -61,9 +62,20 @@ type Result struct {
 	Status               int
 	PromptTokens, Cached int
 	OutputTokens         int
-	Chunks               int // chunks that carried at least one token
-	First, Last          time.Time
-	Error, Detail        string
+	// ReasoningTokens is usage.completion_tokens_details.reasoning_tokens
+	// (SGLang: usage.reasoning_tokens) when the server sends it, else 0.
+	ReasoningTokens int
+	Chunks          int // chunks that carried at least one token of any kind
+	// ReasoningChunks carried only reasoning (delta.reasoning or
+	// delta.reasoning_content); AnswerChunks carried answer (content, text,
+	// refusal or a tool call), reasoning beside it or not. They sum to Chunks.
+	ReasoningChunks, AnswerChunks int
+	// First and Last are the first and last token of any kind: a reasoning
+	// model's first thought is its first token, as engines count TTFT.
+	First, Last time.Time
+	// FirstAnswer is the first answer token; zero when none came.
+	FirstAnswer   time.Time
+	Error, Detail string
 }
 
 // Stream sends one chat completion whose single user message is prompt,
@@ -154,112 +166,4 @@ func writeJSONString[T string | []byte](buf *bytes.Buffer, s T) {
 	buf.WriteByte('"')
 	buf.WriteString(string(s))
 	buf.WriteByte('"')
-}
-
-var (
-	dataPrefix  = []byte("data:")
-	donePayload = []byte("[DONE]")
-	usageKey    = []byte(`"usage":{`)
-	errorKey    = []byte(`"error"`)
-	contentKey  = []byte(`"content":"`)
-	toolKey     = []byte(`"tool_calls":[`)
-	reasonKey   = []byte(`"reasoning_content":"`)
-)
-
-// read consumes the SSE stream, stamping the first and last token times.
-func (c *Client) read(body io.Reader, res *Result) (done bool, err error) {
-	br := c.readers.Get().(*bufio.Reader)
-	br.Reset(body)
-	defer func() { br.Reset(nil); c.readers.Put(br) }()
-	var long []byte
-	for {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			long = append(long[:0], line...)
-			for err == bufio.ErrBufferFull {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
-			}
-			line = long
-		}
-		if len(line) > 0 {
-			if fin, perr := c.line(line, res); perr != nil || fin {
-				return fin, perr
-			}
-		}
-		if err != nil {
-			if err == io.EOF {
-				return false, nil
-			}
-			return false, err
-		}
-	}
-}
-
-// line handles one SSE line. A token chunk costs two scans of its bytes:
-// one for the token key, one for a usage block.
-func (c *Client) line(line []byte, res *Result) (done bool, err error) {
-	for n := len(line); n > 0 && (line[n-1] == '\n' || line[n-1] == '\r'); n = len(line) {
-		line = line[:n-1]
-	}
-	if !bytes.HasPrefix(line, dataPrefix) {
-		return false, nil // blank separators, comments, event: lines
-	}
-	p := line[len(dataPrefix):]
-	for len(p) > 0 && p[0] == ' ' {
-		p = p[1:]
-	}
-	if bytes.Equal(p, donePayload) {
-		return true, nil
-	}
-	token := hasToken(p)
-	if token {
-		now := time.Now()
-		if res.Chunks == 0 {
-			res.First = now
-		}
-		res.Last = now
-		res.Chunks++
-	}
-	if bytes.Contains(p, usageKey) {
-		var u struct {
-			Usage struct {
-				PromptTokens        int `json:"prompt_tokens"`
-				CompletionTokens    int `json:"completion_tokens"`
-				PromptTokensDetails *struct {
-					CachedTokens int `json:"cached_tokens"`
-				} `json:"prompt_tokens_details"`
-			} `json:"usage"`
-		}
-		if err := json.Unmarshal(p, &u); err != nil {
-			return false, fmt.Errorf("bad usage chunk: %v", err)
-		}
-		res.PromptTokens = u.Usage.PromptTokens
-		res.OutputTokens = u.Usage.CompletionTokens
-		if d := u.Usage.PromptTokensDetails; d != nil {
-			res.Cached = d.CachedTokens
-		}
-	} else if !token && (bytes.HasPrefix(p, []byte(`{"error"`)) || (bytes.Contains(p, errorKey) && !bytes.Contains(p, []byte(`"choices"`)))) {
-		return false, fmt.Errorf("error in stream: %s", truncate(p, 300))
-	}
-	return false, nil
-}
-
-// hasToken reports whether a chunk carries output: non-empty content,
-// reasoning content, or a tool call delta.
-func hasToken(p []byte) bool {
-	if i := bytes.Index(p, contentKey); i >= 0 && i+len(contentKey) < len(p) && p[i+len(contentKey)] != '"' {
-		return true
-	}
-	if i := bytes.Index(p, reasonKey); i >= 0 && i+len(reasonKey) < len(p) && p[i+len(reasonKey)] != '"' {
-		return true
-	}
-	return bytes.Contains(p, toolKey)
-}
-
-func truncate(b []byte, n int) string {
-	if len(b) <= n {
-		return string(b)
-	}
-	return string(b[:n]) + "..."
 }

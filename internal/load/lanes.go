@@ -482,10 +482,14 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	}
 	g.inFlight.Add(-1)
 	rec.ServedPromptTokens, rec.CachedTokens, rec.OutputTokens = res.PromptTokens, res.Cached, res.OutputTokens
+	rec.ReasoningTokens, rec.ReasoningChunks, rec.AnswerChunks = res.ReasoningTokens, res.ReasoningChunks, res.AnswerChunks
 	rec.Status, rec.Error, rec.Detail = res.Status, res.Error, res.Detail
 	if !res.First.IsZero() {
 		rec.FirstToken = c.At(res.First).Seconds()
 		rec.LastToken = c.At(res.Last).Seconds()
+	}
+	if res.ReasoningChunks > 0 && !res.FirstAnswer.IsZero() {
+		rec.FirstAnswer = c.At(res.FirstAnswer).Seconds()
 	}
 	g.o.Sink(rec)
 	return rec

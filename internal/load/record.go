@@ -57,13 +57,25 @@ type Record struct {
 	IdealCachedTokens int `json:"ideal_cached_tokens"`
 	MaxTokens         int `json:"max_tokens"`
 	OutputTokens      int `json:"output_tokens"` // usage.completion_tokens
+	// ReasoningTokens is the part of OutputTokens a reasoning model spent
+	// thinking: usage.completion_tokens_details.reasoning_tokens (SGLang:
+	// usage.reasoning_tokens); absent when the server does not say.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty"`
+	// ReasoningChunks and AnswerChunks count the stream's token chunks that
+	// carried only reasoning (delta.reasoning, delta.reasoning_content) and
+	// those that carried answer (content, text, refusal, tool calls).
+	ReasoningChunks int `json:"reasoning_chunks,omitempty"`
+	AnswerChunks    int `json:"answer_chunks,omitempty"`
 
 	Send       float64 `json:"send_s"`
-	FirstToken float64 `json:"first_token_s,omitempty"`
+	FirstToken float64 `json:"first_token_s,omitempty"` // the first token of any kind, reasoning included
 	LastToken  float64 `json:"last_token_s,omitempty"`
-	Status     int     `json:"status"` // HTTP status; 0 when none came back
-	Error      string  `json:"error,omitempty"`
-	Detail     string  `json:"detail,omitempty"`
+	// FirstAnswer is when the first answer token came, written only when
+	// reasoning came before it (otherwise it is FirstToken).
+	FirstAnswer float64 `json:"first_answer_s,omitempty"`
+	Status      int     `json:"status"` // HTTP status; 0 when none came back
+	Error       string  `json:"error,omitempty"`
+	Detail      string  `json:"detail,omitempty"`
 
 	// Pending marks a request that went out and has no outcome yet; it is
 	// never written to records.jsonl.

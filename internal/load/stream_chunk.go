@@ -1,0 +1,148 @@
+package load
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// chunk is what one SSE data payload of a chat or text completion stream
+// carried, as far as the load generator cares.
+type chunk struct {
+	// answer: some choice carried a non-empty content, text, refusal,
+	// tool_calls or function_call delta.
+	answer bool
+	// reasoning: some choice carried a non-empty reasoning or
+	// reasoning_content delta (vLLM's reasoning parsers write the first,
+	// older vLLM, SGLang, llama.cpp and LiteLLM the second).
+	reasoning bool
+	// failed: the chunk is an error object, not a completion chunk.
+	failed bool
+	// usage: the chunk carried a usage object; the counts below are from it.
+	usage                                   bool
+	prompt, completion, cached, reasonToken int
+}
+
+// token reports whether the chunk carried a generated token of any kind.
+func (c chunk) token() bool { return c.answer || c.reasoning }
+
+// errNotJSON marks a payload that is not a JSON object at all.
+var errNotJSON = errors.New("data is not a JSON object")
+
+// The full decode: encoding/json into the few fields that matter, the
+// token-bearing ones kept raw so that any JSON type is accepted there. It is
+// the reference the fast path must agree with, and the path for every chunk
+// the fast path is not sure of.
+type (
+	wireChunk struct {
+		Object  json.RawMessage `json:"object"`
+		Choices []wireChoice    `json:"choices"`
+		Usage   *wireUsage      `json:"usage"`
+		Error   json.RawMessage `json:"error"`
+	}
+	wireChoice struct {
+		Delta wireDelta       `json:"delta"`
+		Text  json.RawMessage `json:"text"` // /v1/completions streams
+	}
+	wireDelta struct {
+		Content          json.RawMessage `json:"content"`
+		Refusal          json.RawMessage `json:"refusal"`
+		ToolCalls        json.RawMessage `json:"tool_calls"`
+		FunctionCall     json.RawMessage `json:"function_call"`
+		Reasoning        json.RawMessage `json:"reasoning"`
+		ReasoningContent json.RawMessage `json:"reasoning_content"`
+	}
+	wireUsage struct {
+		PromptTokens        int `json:"prompt_tokens"`
+		CompletionTokens    int `json:"completion_tokens"`
+		ReasoningTokens     int `json:"reasoning_tokens"` // SGLang writes it here
+		PromptTokensDetails *struct {
+			CachedTokens int `json:"cached_tokens"`
+		} `json:"prompt_tokens_details"`
+		CompletionTokensDetails *struct {
+			ReasoningTokens int `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	}
+)
+
+// classifyFull decodes one data payload with encoding/json. It fails when
+// the payload is not valid JSON, not an object, or has one of the fields
+// above with a type OpenAI's format does not allow (choices that is not an
+// array, usage counts that are not integers).
+func classifyFull(p []byte) (c chunk, err error) {
+	var w wireChunk
+	if err := json.Unmarshal(p, &w); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field == "" {
+			return c, errNotJSON
+		}
+		if errors.As(err, &typeErr) {
+			return c, fmt.Errorf("field %s is a JSON %s, OpenAI's streaming format has %s there", typeErr.Field, typeErr.Value, typeErr.Type)
+		}
+		return c, err
+	}
+	for i := range w.Choices {
+		ch := &w.Choices[i]
+		d := &ch.Delta
+		if nonEmpty(ch.Text) || nonEmpty(d.Content) || nonEmpty(d.Refusal) || nonEmpty(d.ToolCalls) || nonEmpty(d.FunctionCall) {
+			c.answer = true
+		}
+		if nonEmpty(d.Reasoning) || nonEmpty(d.ReasoningContent) {
+			c.reasoning = true
+		}
+	}
+	if len(w.Object) > 0 && w.Object[0] == '"' {
+		var s string
+		if json.Unmarshal(w.Object, &s) == nil && s == "error" {
+			c.failed = true // vLLM's ErrorResponse sent as a chunk
+		}
+	}
+	if isError(w.Error) {
+		c.failed = true
+	}
+	if u := w.Usage; u != nil {
+		c.usage = true
+		c.prompt, c.completion, c.reasonToken = u.PromptTokens, u.CompletionTokens, u.ReasoningTokens
+		if d := u.PromptTokensDetails; d != nil {
+			c.cached = d.CachedTokens
+		}
+		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens > 0 {
+			c.reasonToken = d.ReasoningTokens
+		}
+	}
+	return c, nil
+}
+
+// nonEmpty reports whether a raw JSON value carries output: a string,
+// array or object with something in it. null, "" , [] and {} carry none;
+// nor do numbers and booleans, which no server sends there.
+func nonEmpty(r []byte) bool {
+	if len(r) < 2 {
+		return false
+	}
+	switch r[0] {
+	case '"':
+		return len(r) > 2 // any escape decodes to at least one character
+	case '[', '{':
+		for _, b := range r[1:] {
+			if b != ' ' && b != '\t' && b != '\n' && b != '\r' {
+				return b != ']' && b != '}'
+			}
+		}
+	}
+	return false
+}
+
+// isError reports whether a raw "error" value names an error: anything
+// but absent, null, false and an empty string, array or object.
+func isError(r []byte) bool {
+	if len(r) == 0 || bytes.Equal(r, []byte("null")) || bytes.Equal(r, []byte("false")) {
+		return false
+	}
+	switch r[0] {
+	case '"', '[', '{':
+		return nonEmpty(r)
+	}
+	return true
+}
