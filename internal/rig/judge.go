@@ -76,6 +76,7 @@ func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 	if prev, err := ReadSummary(d); err == nil {
 		sum.PostFlight, sum.Started, sum.WallS, sum.Versions, sum.Calibration = prev.PostFlight, prev.Started, prev.WallS, prev.Versions, prev.Calibration
 		sum.Phases = prev.Phases
+		sum.OverContext = prev.OverContext
 	}
 	return sum, nil
 }

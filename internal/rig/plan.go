@@ -9,6 +9,7 @@ import (
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/signal"
 )
 
@@ -26,6 +27,9 @@ type Plan struct {
 	Fits        bool         `json:"fits"`         // minutes <= window
 	WallMinutes float64      `json:"wall_minutes"` // minutes / time scale
 	Notes       []string     `json:"notes,omitempty"`
+	// OverContext counts the planned turns over the context, when it is
+	// known without asking the server (recipe.max_model_len, the simulator).
+	OverContext *report.OverContext `json:"over_context,omitempty"`
 }
 
 // PlanPhase is one phase's worst-case duration.
@@ -105,6 +109,9 @@ func MakePlan(cfg config.Run) (Plan, error) {
 	if !p.Fits {
 		p.Notes = append(p.Notes, fmt.Sprintf("the worst case takes %.0f minutes, more than the %.0f-minute window: shorten steps or the ladder, or ask for a longer window", p.Minutes, cfg.Sweep.GPUWindowMin))
 	}
+	var ctxNote string
+	p.OverContext, ctxNote = planContextNotes(cfg, sessions)
+	p.Notes = append(p.Notes, ctxNote)
 	p.Notes = append(p.Notes, fmt.Sprintf("requests expected assume %.0fs per turn (recorded think time, capped as configured, plus the traces' own API time); a slower recipe gets fewer, since the replay is closed-loop", turnS))
 
 	mapping, err := Mapping(cfg.Recipe)

@@ -53,7 +53,7 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 	if want := cfg.Recipe.MaxModelLen; want > 0 {
 		switch {
 		case maxLen == 0:
-			notes = append(notes, "the server does not report max_model_len; the context length was not checked")
+			notes = append(notes, "the server does not report max_model_len in /v1/models, so recipe.max_model_len was not checked against it there")
 		case maxLen != want:
 			return "", fmt.Errorf("the live recipe serves a context of %d tokens, the recipe says %d: the wrong recipe is live", maxLen, want)
 		}

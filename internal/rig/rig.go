@@ -98,6 +98,9 @@ type run struct {
 	started  time.Time
 	phases   []report.Phase
 	dir      *report.Dir
+	// overContext is pre-flight's count of the planned turns over the
+	// served context, for the summary; nil until counted.
+	overContext *report.OverContext
 }
 
 func (r *run) logf(format string, args ...any) { fmt.Fprintf(r.progress, format+"\n", args...) }
@@ -269,6 +272,11 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	perr := r.phase(PhasePreflight, func() (string, error) {
 		detail, err := preflight(ctx, cfg, endpoint, acc, scraper, clock)
 		if err != nil {
+			return "", err
+		}
+		// Too many turns over the served context stop the run here;
+		// workload.skip_over_context drops them before any lane starts.
+		if detail, err = r.fitContext(ctx, cfg, endpoint, acc, &sessions, detail); err != nil {
 			return "", err
 		}
 		// Placeholder words are not tokens for a real tokenizer: measure how
@@ -594,6 +602,7 @@ func (r *run) summary(res sweep.Result, cal *prompt.Calibration) report.Summary 
 	sum.Started = r.started.UTC().Format(time.RFC3339)
 	sum.WallS = time.Since(r.started).Seconds()
 	sum.Calibration = cal
+	sum.OverContext = r.overContext
 	sum.Versions = map[string]string{"headroom": r.o.Version, "go": runtime.Version(),
 		"records": fmt.Sprint(load.RecordVersion), "summary": fmt.Sprint(report.SummaryVersion)}
 	sum.Phases = r.phases
