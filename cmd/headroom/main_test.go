@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -323,4 +324,154 @@ func hasPath(m map[string]any, path string) bool {
 		}
 	}
 	return true
+}
+
+// printedConfig runs headroom with args and --print-config and reads back
+// the run file it prints, which must itself be a valid run file.
+func printedConfig(t *testing.T, args ...string) config.Run {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), append(args, "--print-config"), &out, &errOut); err != nil {
+		t.Fatalf("headroom %v: %v\n%s", args, err, errOut.String())
+	}
+	cfg, err := config.Parse(out.Bytes(), "printed config")
+	if err != nil {
+		t.Fatalf("the printed config of %v is not a valid run file: %v\n%s", args, err, out.String())
+	}
+	return cfg
+}
+
+func TestRunWithoutFileFromFlags(t *testing.T) {
+	// --endpoint alone points the default at a real server: unscaled clock,
+	// no simulator section, metrics beside the API
+	cfg := printedConfig(t, "run", "--endpoint", "http://127.0.0.1:9/", "--model", "m")
+	rc := cfg.Recipe
+	if cfg.TimeScale != 1 || rc.Endpoint != "http://127.0.0.1:9/" || rc.Model != "m" || rc.Sim.Profile != "" {
+		t.Errorf("time_scale %g, endpoint %q, model %q, sim %+v", cfg.TimeScale, rc.Endpoint, rc.Model, rc.Sim)
+	}
+	if len(rc.Metrics) != 1 || rc.Metrics[0] != "http://127.0.0.1:9/metrics" {
+		t.Errorf("metrics = %v, want the endpoint's /metrics", rc.Metrics)
+	}
+	if d := config.Default(); cfg.Bar != d.Bar || cfg.Sweep.Target != d.Sweep.Target {
+		t.Errorf("the default's bar and sweep should be kept, got %+v", cfg.Bar)
+	}
+
+	// every flag, then --set on top
+	cfg = printedConfig(t, "run", "--endpoint", "https://gw.example.com", "--model", "glm",
+		"--metrics", "http://127.0.0.1:9/metrics", "--metrics", "http://127.0.0.2:9/metrics",
+		"--prometheus", "http://127.0.0.1:9090", "--selector", `{namespace="llm",job="vllm"}`,
+		"--api-key-env", "GW_KEY",
+		"--set", "sweep.ladder=[4,8,16]", "--set", "sweep.stress=16", "--set", "bar.ttft_p90_s=3", "--set", "recipe.headers.X-Team=blue")
+	rc = cfg.Recipe
+	if len(rc.Metrics) != 2 || rc.Metrics[1] != "http://127.0.0.2:9/metrics" || rc.APIKeyEnv != "GW_KEY" {
+		t.Errorf("metrics %v, api_key_env %q", rc.Metrics, rc.APIKeyEnv)
+	}
+	if p := rc.Prometheus; p == nil || p.URL != "http://127.0.0.1:9090" || p.Selector != `{namespace="llm",job="vllm"}` {
+		t.Errorf("prometheus = %+v", p)
+	}
+	if len(cfg.Sweep.Ladder) != 3 || cfg.Sweep.Ladder[2] != 16 || cfg.Bar.TTFTP90S != 3 {
+		t.Errorf("ladder %v, ttft bar %g", cfg.Sweep.Ladder, cfg.Bar.TTFTP90S)
+	}
+	if _, ok := rc.Headers["X-Team"]; !ok { // its value is redacted when printed
+		t.Errorf("headers = %v, want X-Team", rc.Headers)
+	}
+
+	// --set applies on top of -f FILE too, and plan takes the same flags
+	f := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(f, config.DefaultYAML(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg = printedConfig(t, "run", "-f", f, "--set", "sweep.ladder[0]=2", "--set", "workload.seed=7"); cfg.Sweep.Ladder[0] != 2 || cfg.Workload.Seed != 7 {
+		t.Errorf("--set on a file: ladder %v, seed %d", cfg.Sweep.Ladder, cfg.Workload.Seed)
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"plan", "--endpoint", "http://127.0.0.1:9/", "--model", "m", "--set", "sweep.ladder=[2,4]", "--set", "sweep.target=2", "--set", "sweep.stress=4"}, &out, &out); err != nil {
+		t.Fatalf("plan with flags: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "http://127.0.0.1:9/metrics") {
+		t.Errorf("the plan does not read the endpoint's metrics:\n%s", out.String())
+	}
+}
+
+func TestRunFileFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	body := strings.NewReplacer("  traces: synth", "  trace: synth", "  kv_full: 0.98", "  kv_ful: 0.98", "  threshold: 0.9", "  threshold: 9").Replace(string(config.DefaultYAML()))
+	if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	line := func(sub string) string {
+		return strconv.Itoa(strings.Count(body[:strings.Index(body, sub)], "\n") + 1)
+	}
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		// An unknown --set path names the nearest field.
+		{"unknown --set", []string{"run", "--print-config", "--set", "workload.trace=x"}, []string{"--set workload.trace: workload.trace: unknown field; did you mean workload.traces?"}},
+		// --set needs path=value.
+		{"no value", []string{"plan", "--set", "sweep.ladder"}, []string{"give path=value"}},
+		// A bad value set by a flag is named by the flag.
+		{"invalid --set", []string{"plan", "--set", "sweep.ladder=[8,4]"}, []string{"--set sweep.ladder: sweep.ladder[1]: must be larger"}},
+		// A bad endpoint is named by --endpoint.
+		{"bad endpoint", []string{"run", "--print-config", "--endpoint", "localhost:8000"}, []string{"--endpoint: recipe.endpoint:"}},
+		// Every problem in a file, each with its line.
+		{"bad file", []string{"run", "--print-config", "-f", bad}, []string{
+			"bad.yaml: 3 problems",
+			"bad.yaml:" + line("trace: synth") + ":3: workload.trace: unknown field; did you mean workload.traces?",
+			"bad.yaml:" + line("kv_ful") + ":3: sweep.kv_ful: unknown field; did you mean sweep.kv_full?",
+			"bad.yaml:" + line("threshold: 9") + ":3: evals.threshold: must be a pass rate",
+		}},
+		// --resume takes the saved run file as it is.
+		{"resume with flags", []string{"run", "--resume", dir, "--endpoint", "http://127.0.0.1:9/"}, []string{"drop -f and the flags"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), c.args, &out, &out)
+			if err == nil {
+				t.Fatalf("no error for %v", c.args)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestRunFileFlagsHaveExamples checks that run and plan show an example
+// of each run-file flag, and that every such example gives a valid run
+// file.
+func TestRunFileFlagsHaveExamples(t *testing.T) {
+	for _, cmd := range []string{"run", "plan"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{cmd, "--help"}, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"headroom " + cmd + " --endpoint http://", "--metrics http://", "--prometheus http://", "--selector '{", "--set sweep.ladder=[", "--api-key-env"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s --help lacks %q", cmd, want)
+			}
+		}
+	}
+	examples := strings.ReplaceAll(runFileFlagsExample("run"), "\\\n", " ")
+	n := 0
+	for _, line := range strings.Split(examples, "\n") {
+		line, _, _ = strings.Cut(strings.TrimSpace(line), "#")
+		args := strings.Fields(line)
+		if len(args) < 2 || args[0] != "headroom" {
+			continue
+		}
+		for i, a := range args {
+			args[i] = strings.Trim(strings.Replace(a, "examples/run.yaml", "../../examples/run.yaml", 1), "'")
+		}
+		printedConfig(t, args[1:]...)
+		n++
+	}
+	if n < 5 {
+		t.Errorf("checked %d examples, want every one of the 5", n)
+	}
 }

@@ -14,7 +14,7 @@ import (
 
 func planCmd(stdout io.Writer) *cobra.Command {
 	var (
-		file   string
+		rf     runFileFlags
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -24,12 +24,16 @@ func planCmd(stdout io.Writer) *cobra.Command {
 its worst-case time, each step with the requests it should send, every signal
 the bar needs and where it will come from, and the GPU minutes against the
 recipe's window. It exits non-zero when the run file is invalid or the plan
-does not fit the window.`,
+does not fit the window.
+
+` + runFileFlagsHelp,
 		Example: `  headroom plan -f examples/run.yaml
-  headroom plan            # the built-in default run`,
+  headroom plan            # the built-in default run
+
+` + runFileFlagsExample("plan"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadRunFile(file)
+			cfg, err := rf.load()
 			if err != nil {
 				return err
 			}
@@ -51,7 +55,7 @@ does not fit the window.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "run file (YAML); default: the built-in simulated run")
+	rf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/live"
@@ -24,7 +25,7 @@ const exitCodesHelp = `Exit codes:
 
 func runCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		file    string
+		rf      runFileFlags
 		asJSON  bool
 		output  string
 		quiet   bool
@@ -50,6 +51,8 @@ Without -f it runs the built-in default: the simulated gateway in-process on a
 loopback port, a synthesised half-heavy, half-light AgentX-like mix and the
 reference report's bar, on a clock 100 times faster than modelled time.
 
+` + runFileFlagsHelp + `
+
 Everything is written to runs/<recipe>/<timestamp>/ as the run goes: the
 resolved config, records.jsonl (one line per request), metrics.jsonl (every
 scrape), steps.jsonl, summary.json, report.md, report.html, report.json and
@@ -63,10 +66,12 @@ code of what it measured.
   headroom run --json | jq .capacity
   headroom run -f examples/run.yaml
   headroom run --resume runs/recipe-0-vllm/20261129T093000Z
-  headroom run --print-config > my-run.yaml   # start a run file from the default`,
+  headroom run --print-config > my-run.yaml   # start a run file from the default
+
+` + runFileFlagsExample("run"),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadRunFile(file)
+			cfg, err := rf.load()
 			if err != nil {
 				return err
 			}
@@ -95,8 +100,8 @@ code of what it measured.
 				opts.Telemetry = tel
 			}
 			if resume != "" {
-				if file != "" {
-					return errors.New("--resume takes the run file saved in the run directory; drop -f")
+				if rf.file != "" || rf.changes() {
+					return errors.New("--resume takes the run file saved in the run directory; drop -f and the flags that change the run file (--endpoint, --set, ...)")
 				}
 				d, err := report.OpenDir(resume)
 				if err != nil {
@@ -130,7 +135,7 @@ code of what it measured.
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "run file (YAML); default: the built-in simulated run")
+	rf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().StringVar(&output, "output", "", "folder for run directories (default: the run file's output, runs)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
@@ -165,4 +170,127 @@ func loadRunFile(file string) (config.Run, error) {
 		return config.Default(), nil
 	}
 	return config.Load(file)
+}
+
+// runFileFlags pick the run file (-f FILE, or the built-in default) and
+// the changes made on top of it; run and plan share them.
+type runFileFlags struct {
+	file       string
+	endpoint   string
+	model      string
+	metrics    []string
+	prometheus string
+	selector   string
+	apiKeyEnv  string
+	sets       []string
+}
+
+// runFileFlagsHelp is the help text for the run-file flags.
+const runFileFlagsHelp = `A run needs no file: --endpoint URL --model M point the built-in default at a
+real server (which also sets time_scale to 1 and drops recipe.sim), keeping
+its bar, workload and sweep. Without -f and without --metrics or --prometheus,
+the verdict reads ENDPOINT/metrics, where vLLM and SGLang serve it. --metrics
+(repeatable) replaces recipe.metrics; --prometheus and --selector fill
+recipe.prometheus; --api-key-env names the variable holding the endpoint's key.
+--set path=value changes any field as the run file spells it (sweep.ladder,
+sweep.ladder[2], recipe.headers.X-Team), after the flags above and on top of
+-f FILE too; the value is YAML (3, [4,8,16]; a string field takes it as
+written; "" or null removes a field). The result is checked exactly as a file
+is, and each error names the flag that set the field or the file's line.`
+
+// runFileFlagsExample is the help examples for the run-file flags of cmd.
+func runFileFlagsExample(cmd string) string {
+	return strings.NewReplacer("CMD", cmd).Replace(`  # a real server without a run file: the default's bar, workload and sweep
+  headroom CMD --endpoint http://127.0.0.1:8000 --model glm-5.3
+  # engines' metrics scraped directly, the key read from $GW_KEY
+  headroom CMD --endpoint https://gw.example.com --model glm-5.3 --api-key-env GW_KEY \
+    --metrics http://10.0.0.5:8000/metrics --metrics http://10.0.0.6:8000/metrics
+  # metrics from Prometheus
+  headroom CMD --endpoint http://vllm.llm:8000 --model glm-5.3 \
+    --prometheus http://prometheus.monitoring:9090 --selector '{namespace="llm",job="vllm"}'
+  # any field, as the run file spells it, also on top of -f
+  headroom CMD -f examples/run.yaml --set sweep.ladder=[5,10,15,20] --set bar.ttft_p90_s=3 --set recipe.headers.X-Team=blue
+  headroom CMD --set sweep.ladder=[4,8,16] --set sweep.stress=16   # the stress step must be on the ladder`)
+}
+
+// register adds the run-file flags to cmd.
+func (f *runFileFlags) register(cmd *cobra.Command) {
+	fs := cmd.Flags()
+	fs.StringVarP(&f.file, "file", "f", "", "run `FILE` (YAML); default: the built-in simulated run")
+	fs.StringVar(&f.endpoint, "endpoint", "", "the OpenAI-compatible base `URL` (recipe.endpoint); a real URL also sets time_scale 1 and drops recipe.sim; \"sim\" is the built-in simulator")
+	fs.StringVar(&f.model, "model", "", "the model `ID` the endpoint serves (recipe.model)")
+	fs.StringArrayVar(&f.metrics, "metrics", nil, "a /metrics `URL` the verdict reads (recipe.metrics), repeat for each engine and the gateway; default without -f: ENDPOINT/metrics")
+	fs.StringVar(&f.prometheus, "prometheus", "", "read the engines' metrics from the Prometheus server at `URL` (recipe.prometheus.url)")
+	fs.StringVar(&f.selector, "selector", "", "label `MATCHERS` that pick the recipe's series in Prometheus (recipe.prometheus.selector), e.g. '{namespace=\"llm\",job=\"vllm\"}'")
+	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "the `NAME` of the environment variable holding the endpoint's API key (recipe.api_key_env); the key is never written")
+	fs.StringArrayVar(&f.sets, "set", nil, "set a run-file field, `PATH=VALUE` with the path as the run file spells it, e.g. sweep.ladder=[4,8,16]; repeatable, applied last")
+}
+
+// changes reports whether any flag changes the run file.
+func (f *runFileFlags) changes() bool {
+	return f.endpoint != "" || f.model != "" || len(f.metrics) > 0 || f.prometheus != "" || f.selector != "" || f.apiKeyEnv != "" || len(f.sets) > 0
+}
+
+// overrides are the flags' changes in the order they apply: the named
+// flags, then each --set.
+func (f *runFileFlags) overrides() ([]config.Override, error) {
+	var ovs []config.Override
+	add := func(flag, path, value string) {
+		ovs = append(ovs, config.Override{Path: path, Value: value, Flag: flag})
+	}
+	metrics := f.metrics
+	if f.endpoint != "" {
+		add("--endpoint", "recipe.endpoint", f.endpoint)
+		if f.endpoint != config.SimEndpoint {
+			add("--endpoint", "time_scale", "1")
+			add("--endpoint", "recipe.sim", "null")
+			if f.file == "" && len(metrics) == 0 && f.prometheus == "" {
+				// vLLM and SGLang serve /metrics beside the API
+				add("--endpoint", "recipe.metrics", "[]")
+				add("--endpoint", "recipe.metrics[0]", strings.TrimSuffix(f.endpoint, "/")+"/metrics")
+			}
+		}
+	}
+	if f.model != "" {
+		add("--model", "recipe.model", f.model)
+	}
+	if len(metrics) > 0 {
+		add("--metrics", "recipe.metrics", "[]")
+		for i, m := range metrics {
+			add("--metrics", fmt.Sprintf("recipe.metrics[%d]", i), m)
+		}
+	}
+	if f.prometheus != "" {
+		add("--prometheus", "recipe.prometheus.url", f.prometheus)
+	}
+	if f.selector != "" {
+		add("--selector", "recipe.prometheus.selector", f.selector)
+	}
+	if f.apiKeyEnv != "" {
+		add("--api-key-env", "recipe.api_key_env", f.apiKeyEnv)
+	}
+	for _, arg := range f.sets {
+		o, err := config.ParseSet(arg)
+		if err != nil {
+			return nil, err
+		}
+		ovs = append(ovs, o)
+	}
+	return ovs, nil
+}
+
+// load reads the run file the flags name, or the built-in default, with
+// the flags' changes on top.
+func (f *runFileFlags) load() (config.Run, error) {
+	ovs, err := f.overrides()
+	if err != nil {
+		return config.Run{}, err
+	}
+	if f.file != "" {
+		return config.LoadWith(f.file, ovs...)
+	}
+	if len(ovs) == 0 {
+		return config.Default(), nil
+	}
+	return config.DefaultWith(ovs...)
 }
