@@ -498,10 +498,13 @@ func (s *source) check(n *yaml.Node, t reflect.Type, path string) []FieldError {
 		}
 		quoted := n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0
 		switch t.Kind() {
-		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 			if whole, ok := number(n.Value); quoted || !ok || !whole {
 				return wrong("a whole number")
+			}
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			if whole, ok := number(n.Value); quoted || !ok || !whole || strings.HasPrefix(n.Value, "-") {
+				return wrong("a whole number >= 0")
 			}
 		case reflect.Float32, reflect.Float64:
 			if _, ok := number(n.Value); quoted || !ok {

@@ -50,8 +50,10 @@ func TestErrorsNameLineAndNearestField(t *testing.T) {
 		// A number where a list goes; what follows from the list being
 		// unread (the target is not a step of it) is not reported.
 		{"scalar for list", "ladder: [4, 8, 12, 16, 20]", "ladder: 4", []want{{"ladder: 4", "sweep.ladder", "want a list"}}},
-		// A type only the decoder knows (a negative seed) still gets its line.
-		{"decoder's type error", "  synth_sessions: 200\n  seed: 1", "  synth_sessions: 200\n  seed: -1", []want{{"seed: -1", "workload.seed", "uint64"}}},
+		// A seed is a whole number >= 0.
+		{"negative seed", "  synth_sessions: 200\n  seed: 1", "  synth_sessions: 200\n  seed: -1", []want{{"seed: -1", "workload.seed", "want a whole number >= 0"}}},
+		// A type only the decoder knows (a number too big) still gets its line.
+		{"decoder's type error", "  synth_sessions: 200\n  seed: 1", "  synth_sessions: 99999999999999999999999", []want{{"synth_sessions: 999", "workload.synth_sessions", "int"}}},
 		// A key set twice.
 		{"duplicate", "  step_s: 900", "  step_s: 900\n  step_s: 901", []want{{"step_s: 901", "sweep.step_s", "is set twice"}}},
 		// An invalid list item is placed at the item.
