@@ -27,7 +27,8 @@ type Change struct {
 // These fields count, grouped into things: engine and image ("engine": an
 // image bump is an engine version change), each engine flag in args on its
 // own ("args --flag"), nodes and gpus_per_node together ("layout"), copies,
-// router, model and sim.profile. These do not count: name, parent, file,
+// router, model and sim.profile; when the engine itself changes, its flags
+// are part of that change (each engine spells its own). These do not count: name, parent, file,
 // usd_per_gpu_hour (the price changes the cost, not the recipe), endpoint,
 // metrics, mapping, mapping_file and deploy (how a recipe is put up, not
 // what it is).
@@ -51,6 +52,16 @@ func Diff(a, b Recipe) []Change {
 			continue
 		}
 		out = append(out, Change{Path: k, Old: fa[k], New: fb[k], Thing: thing(k)})
+	}
+	// A new engine is launched with its own flags (SGLang's --context-length
+	// for vLLM's --max-model-len): when the engine itself changes, the flags
+	// are part of that one change.
+	if fa["engine"] != fb["engine"] {
+		for i := range out {
+			if strings.HasPrefix(out[i].Path, "args[") {
+				out[i].Thing = "engine"
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool {
 		oi, oj := order(out[i].Path), order(out[j].Path)

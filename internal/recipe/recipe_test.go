@@ -216,3 +216,19 @@ func TestDiffTextOfFiles(t *testing.T) {
 		t.Errorf("DiffText(a, a) = %q", got)
 	}
 }
+
+// TestEngineChangeCarriesItsFlags: vLLM -> SGLang needs SGLang's spelling of
+// the flags; that is one change, while a flag changed on the same engine
+// counts on its own.
+func TestEngineChangeCarriesItsFlags(t *testing.T) {
+	v := Recipe{Name: "a", Engine: "vllm", Args: []string{"--max-model-len", "524288"}}
+	s := Recipe{Name: "b", Engine: "sglang", Args: []string{"--context-length", "524288", "--enable-metrics"}}
+	if got := Things(Diff(v, s)); len(got) != 1 || got[0] != "engine" {
+		t.Errorf("engine change with its flags: things %v, want [engine]", got)
+	}
+	v2 := v
+	v2.Args = []string{"--max-model-len", "131072"}
+	if got := Things(Diff(v, v2)); len(got) != 1 || got[0] != "args --max-model-len" {
+		t.Errorf("a flag on the same engine: things %v", got)
+	}
+}

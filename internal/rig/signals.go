@@ -86,16 +86,23 @@ func engineOfFamilies(fams []map[string]*dto.MetricFamily) string {
 // judged on. A rule that cannot read what it should is an error; what may
 // still read right (no 5xx yet) and bars inside a bucket are notes.
 func checkSignals(m signal.Mapping, fams []map[string]*dto.MetricFamily, cfg config.Run) (notes []string, err error) {
-	var fatal []string
+	var fatal, notYet []string
 	for _, p := range m.Coverage(fams, barSignals(cfg.Bar.ClientErrors)) {
-		if p.Note {
-			notes = append(notes, p.Text)
-		} else {
+		switch {
+		case !p.Note:
 			fatal = append(fatal, p.Text)
+		case !slices.Contains(notYet, p.Common):
+			// On a fresh engine no refusal or server error has happened
+			// yet: the usual case, said once, in short. The full text is
+			// for a counter whose labels do not match at all.
+			notYet = append(notYet, p.Common)
 		}
 	}
 	if len(fatal) > 0 {
 		return nil, errors.New("the metric mapping cannot read what the bar needs: " + strings.Join(fatal, "; "))
+	}
+	if len(notYet) > 0 {
+		notes = append(notes, strings.Join(notYet, ", ")+": no matching series yet (they read 0 until the server counts one; `headroom plan` lists the rules)")
 	}
 	return append(notes, m.BucketNotes(fams, cfg.Bar.TTFTP90S, cfg.Bar.InteractivityP90TPS)...), nil
 }

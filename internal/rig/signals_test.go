@@ -52,7 +52,7 @@ func preflightAgainst(t *testing.T, m signal.Mapping) (string, *signal.Scraper, 
 	}
 	var acc access
 	scraper := &signal.Scraper{Targets: cfg.Recipe.Metrics, Mapping: m, Client: acc.metrics.Client(probeTimeout)}
-	detail, err := preflight(context.Background(), cfg, url, acc, scraper, clock)
+	detail, err := preflight(context.Background(), cfg, url, acc, fixedSource(scraper, acc), clock)
 	return detail, scraper, err
 }
 
@@ -65,7 +65,7 @@ func TestPreflightReadsAStandIn(t *testing.T) {
 		t.Fatalf("pre-flight against a finish_reason stand-in: %v", err)
 	}
 	for _, want := range []string{
-		`no series of vllm:request_success_total matches {finished_reason=~"abort"} or {finish_reason=~"abort", finished_reason=""} yet`,
+		`requests_aborted: no matching series yet`,
 		"the TTFT bar 5.3 s sits inside the bucket (5, 7.5] of vllm:time_to_first_token_seconds",
 	} {
 		if !strings.Contains(detail, want) {

@@ -881,7 +881,10 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 	c := r.Clock
 	r.Load.SetTag(load.Tag{Step: len(r.Plan.Ladder), Phase: load.PhaseDrain})
 	start := c.Now()
-	grace := c.Real(r.Plan.Drain)
+	// Requests still in flight when four fifths of the drain have passed are
+	// cancelled; the last fifth is for those aborts to reach the engine,
+	// which through a gateway takes a moment.
+	grace := c.Real(r.Plan.Drain * 4 / 5)
 	if ctx.Err() != nil {
 		grace = 0 // interrupted: cancel what is in flight now
 	}
