@@ -66,21 +66,26 @@ func serveBench() {
 	}
 	fmt.Println(ln.Addr().String())
 	usage := []byte(fmt.Sprintf(`data: {"id":"chatcmpl-9f1c2a7b","object":"chat.completion.chunk","created":1732000000,"model":"bench","choices":[],"usage":{"prompt_tokens":1000,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":512}}}`+"\n\ndata: [DONE]\n\n", 1000+benchTokens, benchTokens))
+	usageSpaced := []byte(fmt.Sprintf(`data: {"id": "chatcmpl-9f1c2a7b", "object": "chat.completion.chunk", "created": 1732000000, "model": "bench", "choices": [], "usage": {"prompt_tokens": 1000, "total_tokens": %d, "completion_tokens": %d, "prompt_tokens_details": {"cached_tokens": 512}}}`+"\n\ndata: [DONE]\n\n", 1000+benchTokens, benchTokens))
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		paced := strings.HasPrefix(r.URL.Path, "/paced/")
+		chunk, last := benchChunk, usage
+		if strings.HasPrefix(r.URL.Path, "/spaced/") {
+			chunk, last = benchChunkSpaced, usageSpaced
+		}
 		h.Set(firstChunkHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
 		for i := range benchTokens {
 			if paced && i > 0 {
 				time.Sleep(pacedInterval)
 			}
-			w.Write(benchChunk)
+			w.Write(chunk)
 			fl.Flush()
 		}
-		w.Write(usage)
+		w.Write(last)
 	})}
 	go srv.Serve(ln)
 	io.Copy(io.Discard, os.Stdin) // the parent closing stdin ends the server
@@ -137,6 +142,24 @@ func BenchmarkStream(b *testing.B) {
 	base := startBenchServer(b)
 	for _, streams := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("streams=%d", streams), func(b *testing.B) { benchStreams(b, base, streams, 0) })
+	}
+}
+
+// BenchmarkStreamJSON is BenchmarkStream on the same stream written two
+// ways, side by side: compact JSON (the fast path: our simulator, vLLM,
+// SGLang, TGI, llama.cpp, Ollama, OpenAI) and JSON with a space after every
+// ":" and "," (Python's json.dumps, as LiteLLM and other Python gateways
+// write it), which every chunk takes through encoding/json.
+func BenchmarkStreamJSON(b *testing.B) {
+	base := startBenchServer(b)
+	for _, streams := range []int{100, 1000} {
+		for _, layout := range []string{"compact", "spaced"} {
+			url := base
+			if layout == "spaced" {
+				url += "/spaced"
+			}
+			b.Run(fmt.Sprintf("json=%s/streams=%d", layout, streams), func(b *testing.B) { benchStreams(b, url, streams, 0) })
+		}
 	}
 }
 
@@ -325,14 +348,20 @@ func benchPayloads() (compact, spaced []byte) {
 // fast path on compact JSON, the full decode on compact and spaced JSON.
 func BenchmarkClassify(b *testing.B) {
 	compact, spaced := benchPayloads()
-	b.Run("fast/compact", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if c, ok := classifyFast(compact); !ok || !c.answer {
-				b.Fatal("fast path not sure of the benchmark chunk")
+	for _, memo := range []bool{true, false} {
+		b.Run(fmt.Sprintf("fast/compact/memo=%v", memo), func(b *testing.B) {
+			b.ReportAllocs()
+			var m *fastMemo
+			if memo {
+				m = new(fastMemo) // as in a stream: the chunks' head is remembered
 			}
-		}
-	})
+			for b.Loop() {
+				if c, ok := classifyFast(compact, m); !ok || !c.answer {
+					b.Fatal("fast path not sure of the benchmark chunk")
+				}
+			}
+		})
+	}
 	for _, in := range []struct {
 		name string
 		p    []byte

@@ -33,6 +33,7 @@ type sse struct {
 	hasPending bool
 	// errorEvent: the current event is named "error"; its data is one.
 	errorEvent bool
+	memo       fastMemo
 }
 
 // read consumes the SSE stream, stamping the first and last token times.
@@ -118,7 +119,7 @@ func (s *sse) data(p []byte) (done bool, err error) {
 	if bytes.Equal(p, donePayload) {
 		return true, nil
 	}
-	c, ok := classifyFast(p)
+	c, ok := classifyFast(p, &s.memo)
 	if !ok {
 		if c, err = classifyFull(p); err != nil {
 			if errors.Is(err, errNotJSON) || isSyntaxError(err) {

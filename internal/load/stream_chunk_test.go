@@ -4,60 +4,63 @@ import (
 	"testing"
 )
 
-// TestClassifyChunk covers the chunk shapes the fixtures do not: the cases
-// where the fast path must step aside, and the full decode's rules.
+// chunkCases are the chunk shapes the fixtures do not cover: the cases
+// where the fast path must step aside, and the full decode's rules. They
+// seed FuzzStream too.
+var chunkCases = []struct {
+	name    string
+	p       string
+	sure    bool // the fast path is sure of it
+	want    chunk
+	wantErr bool
+}{
+	{"compact content", `{"choices":[{"index":0,"delta":{"content":"x"}}]}`, true, chunk{answer: true}, false},
+	{"empty object", `{}`, true, chunk{}, false},
+	// Two choices: answer in one, reasoning in the other.
+	{"two choices", `{"choices":[{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"reasoning":"y"}}]}`, true, chunk{answer: true, reasoning: true}, false},
+	// A delta outside choices is not a token.
+	{"delta elsewhere", `{"extra":{"delta":{"content":"x"}},"choices":[]}`, true, chunk{}, false},
+	{"misspelt choices", `{"choicez":[{"delta":{"content":"x"}}]}`, true, chunk{}, false},
+	{"empty tool calls", `{"choices":[{"delta":{"tool_calls":[]}}]}`, true, chunk{}, false},
+	{"tool call", `{"choices":[{"delta":{"tool_calls":[{}]}}]}`, true, chunk{answer: true}, false},
+	{"function call", `{"choices":[{"delta":{"function_call":{"arguments":"{"}}}]}`, true, chunk{answer: true}, false},
+	{"refusal", `{"choices":[{"delta":{"refusal":"no"}}]}`, true, chunk{answer: true}, false},
+	{"escaped content", `{"choices":[{"delta":{"content":"\u00e9\n"}}]}`, true, chunk{answer: true}, false},
+	{"error null", `{"error":null,"choices":[{"delta":{"content":"x"}}],"usage":null}`, true, chunk{answer: true}, false},
+	{"numbers and literals", `{"a":[-1.5e+3,0,true,false,null,{}],"choices":[{"delta":{"content":"x"}}]}`, true, chunk{answer: true}, false},
+
+	// encoding/json lets the last duplicate win: the fast path steps aside.
+	{"duplicate content", `{"choices":[{"delta":{"content":"x","content":""}}]}`, false, chunk{}, false},
+	{"duplicate choices", `{"choices":[{"delta":{"content":"x"}}],"choices":[]}`, false, chunk{}, false},
+	// encoding/json matches keys case-insensitively.
+	{"key case", `{"choices":[{"delta":{"Content":"x"}}]}`, false, chunk{answer: true}, false},
+	{"escaped key", `{"choices":[{"delta":{"\u0063ontent":"x"}}]}`, false, chunk{answer: true}, false},
+	// Errors: an error object with choices (as OpenRouter sends one), vLLM's
+	// error response as a chunk, LiteLLM's spaced one.
+	{"error with choices", `{"error":{"code":502,"message":"x"},"choices":[{"delta":{"content":""},"finish_reason":"error"}]}`, false, chunk{failed: true}, false},
+	{"object error", `{"object":"error","message":"x","code":500}`, false, chunk{failed: true}, false},
+	{"spaced error", `{"error": {"message": "x"}}`, false, chunk{failed: true}, false},
+	{"empty error", `{"error":"","choices":[]}`, false, chunk{}, false},
+	// Usage goes to the full decode.
+	{"usage", `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":1}}}`, false,
+		chunk{usage: true, prompt: 5, completion: 2, reasonToken: 1}, false},
+	{"spaced", `{"choices": [{"delta": {"reasoning_content": "x"}}]}`, false, chunk{reasoning: true}, false},
+
+	// Not chunks.
+	{"cut", `{"choices":[{"delta":{"content":"x`, false, chunk{}, true},
+	{"array", `[1,2]`, false, chunk{}, true},
+	{"raw tab in a string", "{\"choices\":[{\"text\":\"a\tb\"}]}", false, chunk{}, true},
+	{"trailing bytes", `{"choices":[]}x`, false, chunk{}, true},
+	{"usage count not a number", `{"usage":{"prompt_tokens":"5"}}`, false, chunk{}, true},
+	{"choices not an array", `{"choices":{"delta":{"content":"x"}}}`, false, chunk{}, true},
+}
+
+// TestClassifyChunk checks chunkCases on both paths.
 func TestClassifyChunk(t *testing.T) {
-	cases := []struct {
-		name    string
-		p       string
-		sure    bool // the fast path is sure of it
-		want    chunk
-		wantErr bool
-	}{
-		{"compact content", `{"choices":[{"index":0,"delta":{"content":"x"}}]}`, true, chunk{answer: true}, false},
-		{"empty object", `{}`, true, chunk{}, false},
-		// Two choices: answer in one, reasoning in the other.
-		{"two choices", `{"choices":[{"index":0,"delta":{"content":"x"}},{"index":1,"delta":{"reasoning":"y"}}]}`, true, chunk{answer: true, reasoning: true}, false},
-		// A delta outside choices is not a token.
-		{"delta elsewhere", `{"extra":{"delta":{"content":"x"}},"choices":[]}`, true, chunk{}, false},
-		{"misspelt choices", `{"choicez":[{"delta":{"content":"x"}}]}`, true, chunk{}, false},
-		{"empty tool calls", `{"choices":[{"delta":{"tool_calls":[]}}]}`, true, chunk{}, false},
-		{"tool call", `{"choices":[{"delta":{"tool_calls":[{}]}}]}`, true, chunk{answer: true}, false},
-		{"function call", `{"choices":[{"delta":{"function_call":{"arguments":"{"}}}]}`, true, chunk{answer: true}, false},
-		{"refusal", `{"choices":[{"delta":{"refusal":"no"}}]}`, true, chunk{answer: true}, false},
-		{"escaped content", `{"choices":[{"delta":{"content":"\u00e9\n"}}]}`, true, chunk{answer: true}, false},
-		{"error null", `{"error":null,"choices":[{"delta":{"content":"x"}}],"usage":null}`, true, chunk{answer: true}, false},
-		{"numbers and literals", `{"a":[-1.5e+3,0,true,false,null,{}],"choices":[{"delta":{"content":"x"}}]}`, true, chunk{answer: true}, false},
-
-		// encoding/json lets the last duplicate win: the fast path steps aside.
-		{"duplicate content", `{"choices":[{"delta":{"content":"x","content":""}}]}`, false, chunk{}, false},
-		{"duplicate choices", `{"choices":[{"delta":{"content":"x"}}],"choices":[]}`, false, chunk{}, false},
-		// encoding/json matches keys case-insensitively.
-		{"key case", `{"choices":[{"delta":{"Content":"x"}}]}`, false, chunk{answer: true}, false},
-		{"escaped key", `{"choices":[{"delta":{"\u0063ontent":"x"}}]}`, false, chunk{answer: true}, false},
-		// Errors: an error object with choices (as OpenRouter sends one), vLLM's
-		// error response as a chunk, LiteLLM's spaced one.
-		{"error with choices", `{"error":{"code":502,"message":"x"},"choices":[{"delta":{"content":""},"finish_reason":"error"}]}`, false, chunk{failed: true}, false},
-		{"object error", `{"object":"error","message":"x","code":500}`, false, chunk{failed: true}, false},
-		{"spaced error", `{"error": {"message": "x"}}`, false, chunk{failed: true}, false},
-		{"empty error", `{"error":"","choices":[]}`, false, chunk{}, false},
-		// Usage goes to the full decode.
-		{"usage", `{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"completion_tokens_details":{"reasoning_tokens":1}}}`, false,
-			chunk{usage: true, prompt: 5, completion: 2, reasonToken: 1}, false},
-		{"spaced", `{"choices": [{"delta": {"reasoning_content": "x"}}]}`, false, chunk{reasoning: true}, false},
-
-		// Not chunks.
-		{"cut", `{"choices":[{"delta":{"content":"x`, false, chunk{}, true},
-		{"array", `[1,2]`, false, chunk{}, true},
-		{"raw tab in a string", "{\"choices\":[{\"text\":\"a\tb\"}]}", false, chunk{}, true},
-		{"trailing bytes", `{"choices":[]}x`, false, chunk{}, true},
-		{"usage count not a number", `{"usage":{"prompt_tokens":"5"}}`, false, chunk{}, true},
-		{"choices not an array", `{"choices":{"delta":{"content":"x"}}}`, false, chunk{}, true},
-	}
-	for _, c := range cases {
+	for _, c := range chunkCases {
 		t.Run(c.name, func(t *testing.T) {
 			p := []byte(c.p)
-			fast, sure := classifyFast(p)
+			fast, sure := classifyFast(p, nil)
 			if sure != c.sure {
 				t.Errorf("fast path sure = %v, want %v", sure, c.sure)
 			}

@@ -1,6 +1,10 @@
 package load
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
 
 // The fast path classifies a token chunk without decoding it, in one pass
 // over its bytes, and allocates nothing. It reads compact JSON only (no
@@ -61,10 +65,25 @@ var (
 	deltaFields = [...]string{"content", "refusal", "tool_calls", "function_call", "reasoning", "reasoning_content"}
 )
 
+// fastMemo remembers the head of the last chunk of a stream: the bytes of
+// its top-level fields before "choices" (id, object, created, model...),
+// which servers repeat unchanged in every chunk. A chunk that starts with
+// the same bytes is walked from "choices" on: reading the same bytes again
+// would come to the same state. The zero value remembers nothing.
+type fastMemo struct {
+	n    int   // bytes remembered; 0 for none
+	seen uint8 // the fields seen in them (the walk's seen bits)
+	head [fastMemoSize]byte
+}
+
+// fastMemoSize is the longest chunk head fastMemo keeps.
+const fastMemoSize = 256
+
 // classifyFast classifies a compact chunk; sure is false when the full
 // decode must decide (see above). A chunk it is sure of never has usage or
-// an error.
-func classifyFast(p []byte) (c chunk, sure bool) {
+// an error. memo, when not nil, carries the head of the stream's chunks
+// from one call to the next.
+func classifyFast(p []byte, memo *fastMemo) (c chunk, sure bool) {
 	n := len(p)
 	if n < 2 || p[0] != '{' || p[n-1] != '}' {
 		return c, false
@@ -72,28 +91,35 @@ func classifyFast(p []byte) (c chunk, sure bool) {
 	if n == 2 {
 		return c, true
 	}
-	i, seen := 1, uint8(0)
+	i, seen, resumed := 1, uint8(0), false
+	if memo != nil && memo.n > 0 && memo.n < n && string(p[:memo.n]) == string(memo.head[:memo.n]) {
+		i, seen, resumed = memo.n, memo.seen, true
+	}
 	for {
-		key, j, ok := scanKey(p, i)
+		id, key, j, ok := readKey(p, i)
 		if !ok {
 			return c, false
 		}
 		var bit uint8
-		switch string(key) {
-		case "choices":
+		switch id {
+		case kChoices:
 			bit = 1
+			if memo != nil && !resumed && i <= fastMemoSize {
+				memo.n = copy(memo.head[:], p[:i])
+				memo.seen = seen
+			}
 			j, ok = fastChoices(p, j, &c)
-		case "usage":
+		case kUsage:
 			bit = 2
 			j, ok = fastNull(p, j)
-		case "error":
+		case kError:
 			bit = 4
 			j, ok = fastNull(p, j)
-		case "object":
+		case kObject:
 			bit = 8
 			j, ok = fastObjectName(p, j)
 		default:
-			if foldsInto(key, chunkFields[:]) {
+			if id == kUnknown && foldsInto(key, chunkFields[:]) {
 				return c, false
 			}
 			j, ok = skipValue(p, j, 1)
@@ -155,16 +181,16 @@ func fastChoice(p []byte, i int, c *chunk) (int, bool) {
 	}
 	seen := uint8(0)
 	for {
-		key, j, ok := scanKey(p, i)
+		id, key, j, ok := readKey(p, i)
 		if !ok {
 			return j, false
 		}
 		var bit uint8
-		switch string(key) {
-		case "delta":
+		switch id {
+		case kDelta:
 			bit = 1
 			j, ok = fastDelta(p, j, c)
-		case "text":
+		case kText:
 			bit = 2
 			var token bool
 			if j < len(p) && p[j] == '"' {
@@ -174,7 +200,7 @@ func fastChoice(p []byte, i int, c *chunk) (int, bool) {
 				j, ok = fastNull(p, j)
 			}
 		default:
-			if foldsInto(key, choiceField[:]) {
+			if id == kUnknown && foldsInto(key, choiceField[:]) {
 				return j, false
 			}
 			j, ok = skipValue(p, j, 3)
@@ -211,27 +237,27 @@ func fastDelta(p []byte, i int, c *chunk) (int, bool) {
 	}
 	seen := uint8(0)
 	for {
-		key, j, ok := scanKey(p, i)
+		id, key, j, ok := readKey(p, i)
 		if !ok {
 			return j, false
 		}
 		var bit uint8
 		var token, reasoning bool
-		switch string(key) {
-		case "content":
+		switch id {
+		case kContent:
 			bit = 1
-		case "refusal":
+		case kRefusal:
 			bit = 2
-		case "tool_calls":
+		case kToolCalls:
 			bit = 4
-		case "function_call":
+		case kFunctionCall:
 			bit = 8
-		case "reasoning":
+		case kReasoning:
 			bit, reasoning = 16, true
-		case "reasoning_content":
+		case kReasoningContent:
 			bit, reasoning = 32, true
 		default:
-			if foldsInto(key, deltaFields[:]) {
+			if id == kUnknown && foldsInto(key, deltaFields[:]) {
 				return j, false
 			}
 		}
@@ -304,6 +330,116 @@ func fastObjectName(p []byte, i int) (int, bool) {
 	return end, true
 }
 
+// keyID names the keys the fast path knows: the fields of wireChunk,
+// wireChoice and wireDelta, and (kOther) keys every chunk has that are no
+// field's name but for case, so they need no fold check.
+type keyID uint8
+
+const (
+	kUnknown keyID = iota
+	kOther
+	kObject
+	kChoices
+	kUsage
+	kError
+	kDelta
+	kText
+	kContent
+	kRefusal
+	kToolCalls
+	kFunctionCall
+	kReasoning
+	kReasoningContent
+)
+
+// readKey is scanKey that also names the key. The keys of OpenAI chunks
+// are matched whole, with their quotes and colon, before any scan.
+func readKey(p []byte, i int) (id keyID, key []byte, next int, ok bool) {
+	if i+2 < len(p) && p[i] == '"' {
+		q := p[i:]
+		lit := func(s string) bool { return len(q) >= len(s) && string(q[:len(s)]) == s }
+		var n int
+		switch q[1] {
+		case 'c':
+			switch {
+			case lit(`"content":`):
+				id, n = kContent, 10
+			case lit(`"choices":`):
+				id, n = kChoices, 10
+			case lit(`"created":`):
+				id, n = kOther, 10
+			}
+		case 'd':
+			if lit(`"delta":`) {
+				id, n = kDelta, 8
+			}
+		case 'f':
+			if lit(`"finish_reason":`) {
+				id, n = kOther, 16
+			}
+		case 'i':
+			switch {
+			case lit(`"index":`):
+				id, n = kOther, 8
+			case lit(`"id":`):
+				id, n = kOther, 5
+			}
+		case 'l':
+			if lit(`"logprobs":`) {
+				id, n = kOther, 11
+			}
+		case 'm':
+			if lit(`"model":`) {
+				id, n = kOther, 8
+			}
+		case 'o':
+			if lit(`"object":`) {
+				id, n = kObject, 9
+			}
+		case 'r':
+			switch {
+			case lit(`"role":`):
+				id, n = kOther, 7
+			case lit(`"reasoning":`):
+				id, n = kReasoning, 12
+			case lit(`"reasoning_content":`):
+				id, n = kReasoningContent, 20
+			}
+		}
+		if n > 0 {
+			return id, q[1 : n-2], i + n, true
+		}
+	}
+	key, next, ok = scanKey(p, i)
+	switch string(key) {
+	case "object":
+		id = kObject
+	case "choices":
+		id = kChoices
+	case "usage":
+		id = kUsage
+	case "error":
+		id = kError
+	case "delta":
+		id = kDelta
+	case "text":
+		id = kText
+	case "content":
+		id = kContent
+	case "refusal":
+		id = kRefusal
+	case "tool_calls":
+		id = kToolCalls
+	case "function_call":
+		id = kFunctionCall
+	case "reasoning":
+		id = kReasoning
+	case "reasoning_content":
+		id = kReasoningContent
+	}
+	return id, key, next, ok
+}
+
 // foldsInto reports whether key equals one of names but for ASCII case
 // (the exact names are matched before this is called).
 func foldsInto(key []byte, names []string) bool {
@@ -324,16 +460,46 @@ func scanKey(p []byte, i int) (key []byte, next int, ok bool) {
 		return nil, i, false
 	}
 	q := p[i+1:]
-	for j, b := range q {
-		if !plainKey[b] {
-			if b != '"' || j+1 >= len(q) || q[j+1] != ':' {
-				return nil, i, false
-			}
-			return q[:j], i + j + 3, true
+	j := 0
+	for ; j+8 <= len(q); j += 8 {
+		if m := stopKey(binary.LittleEndian.Uint64(q[j:])); m != 0 {
+			j += bits.TrailingZeros64(m) >> 3
+			break
 		}
 	}
-	return nil, i, false
+	for j < len(q) && plainKey[q[j]] {
+		j++
+	}
+	if j+1 >= len(q) || q[j] != '"' || q[j+1] != ':' {
+		return nil, i, false
+	}
+	return q[:j], i + j + 3, true
 }
+
+// SWAR (eight bytes in a word) tests for the scanners: a word's bytes from
+// the lowest are its bytes in memory order, and in the masks they return the
+// lowest set high bit marks the first byte that stops the scan (the bits
+// above it may be wrong; only the lowest is read).
+const (
+	swarLo = 0x0101010101010101
+	swarHi = 0x8080808080808080
+)
+
+// swarEq marks the bytes of w equal to b.
+func swarEq(w uint64, b byte) uint64 {
+	x := w ^ (swarLo * uint64(b))
+	return (x - swarLo) &^ x & swarHi
+}
+
+// stopStr marks the bytes a string scan stops at: control characters,
+// quote and backslash.
+func stopStr(w uint64) uint64 {
+	return (w-swarLo*0x20)&^w&swarHi | swarEq(w, '"') | swarEq(w, '\\')
+}
+
+// stopKey marks the bytes a key scan stops at: those of stopStr, DEL and
+// every byte outside ASCII.
+func stopKey(w uint64) uint64 { return stopStr(w) | swarEq(w, 0x7f) | w&swarHi }
 
 // scanString reads the string at p[i] (its opening quote) and returns the
 // index after its closing quote and whether it held an escape.
@@ -342,6 +508,12 @@ func scanString(p []byte, i int) (end int, escaped, ok bool) {
 	for {
 		q := p[i:]
 		j := 0
+		for ; j+8 <= len(q); j += 8 {
+			if m := stopStr(binary.LittleEndian.Uint64(q[j:])); m != 0 {
+				j += bits.TrailingZeros64(m) >> 3
+				break
+			}
+		}
 		for j < len(q) && plainStr[q[j]] {
 			j++
 		}

@@ -31,6 +31,9 @@ func FuzzStream(f *testing.F) {
 			}
 		}
 	}
+	for _, c := range chunkCases {
+		f.Add([]byte(c.p))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var res Result
 		done, err := readSSE(bufio.NewReaderSize(bytes.NewReader(body), 64), &res)
@@ -40,19 +43,25 @@ func FuzzStream(f *testing.F) {
 		if res.Chunks != res.ReasoningChunks+res.AnswerChunks || (res.Chunks > 0) == res.First.IsZero() || (res.AnswerChunks > 0) == res.FirstAnswer.IsZero() {
 			t.Fatalf("counts do not hold together: %+v", res)
 		}
-		agree(t, body) // the body itself as one chunk: mutations reach the JSON directly
+		agree(t, body, nil) // the body itself as one chunk: mutations reach the JSON directly
+		var memo fastMemo   // shared by the body's chunks, as in a stream
 		for _, line := range bytes.Split(body, []byte("\n")) {
 			if p, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:")); ok {
-				agree(t, trimSpace(p))
+				agree(t, trimSpace(p), &memo)
 			}
 		}
 	})
 }
 
 // agree fails t when the fast path is sure of p but p is not valid JSON or
-// the full decode says otherwise.
-func agree(t *testing.T, p []byte) {
-	fast, sure := classifyFast(p)
+// the full decode says otherwise, or when memo changes its answer.
+func agree(t *testing.T, p []byte, memo *fastMemo) {
+	fast, sure := classifyFast(p, memo)
+	if memo != nil {
+		if alone, aloneSure := classifyFast(p, nil); alone != fast || aloneSure != sure {
+			t.Fatalf("with the memo %+v (sure %v), alone %+v (sure %v) for %q", fast, sure, alone, aloneSure, p)
+		}
+	}
 	if !sure {
 		return
 	}

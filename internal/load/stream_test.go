@@ -197,13 +197,14 @@ func TestStreamFixturesFastPath(t *testing.T) {
 			continue
 		}
 		t.Run(sc.name(), func(t *testing.T) {
+			var memo fastMemo
 			for i, line := range bytes.Split(sc.load(t), []byte("\n")) {
 				p, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r"), []byte("data:"))
 				if p = trimSpace(p); !ok || bytes.Equal(p, donePayload) {
 					continue
 				}
 				full, err := classifyFull(p)
-				fast, sure := classifyFast(p)
+				fast, sure := classifyFast(p, &memo)
 				if sure && (err != nil || fast != full) {
 					t.Errorf("line %d: fast path says %+v, full decode %+v (%v)", i+1, fast, full, err)
 				}
