@@ -26,7 +26,7 @@ func barSignals(clientErrors bool) [][]string {
 // preflight checks, before any load: the endpoint answers, lists the model,
 // the right recipe is live where the server says so, every signal the bar
 // needs is reported, and the engine is idle.
-func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access, scraper *signal.Scraper, clock *timescale.Clock) (string, error) {
+func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access, src *metricsSource, clock *timescale.Clock) (string, error) {
 	hc := acc.endpoint.Client(probeTimeout)
 	var models struct {
 		Data []struct {
@@ -71,17 +71,23 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 	}
 	// One read of each target serves the engine check and the coverage
 	// check; a target that does not answer is reported by the scrape below.
-	fams, famErr := fetchFamilies(ctx, acc.metrics.Client(probeTimeout), scraper.Targets)
-	if eng := engineOfFamilies(fams); famErr == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
+	fams, famErr := src.families(ctx, clock.Now())
+	if eng := src.engine(ctx, fams, clock.Now()); famErr == nil && eng != "" && cfg.Recipe.Engine != "" && !strings.EqualFold(eng, cfg.Recipe.Engine) {
 		return "", fmt.Errorf("the server's metrics are %s's (%s:*), the recipe says engine %q: the wrong recipe is live", eng, eng, cfg.Recipe.Engine)
 	}
-	s, err := scraper.Scrape(ctx, clock.Now())
+	s, err := src.Scrape(ctx, clock.Now())
 	if err != nil {
 		return "", fmt.Errorf("metrics: %w", err)
 	}
 	if len(s.Errors) > 0 {
 		return "", fmt.Errorf("metrics: some targets did not answer: %s", strings.Join(s.Errors, "; "))
 	}
+	// Nothing read twice; each fixed URL answers from one process.
+	srcNotes, err := src.check(ctx, clock.Now())
+	if err != nil {
+		return "", fmt.Errorf("metrics: %w", err)
+	}
+	notes = append(notes, srcNotes...)
 	var missing []string
 	for _, group := range barSignals(cfg.Bar.ClientErrors) {
 		ok := false
@@ -107,7 +113,7 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 	if famErr != nil {
 		notes = append(notes, fmt.Sprintf("the rules' label matchers and the bar's buckets were not checked (%v)", famErr))
 	} else {
-		more, err := checkSignals(scraper.Mapping, fams, cfg)
+		more, err := checkSignals(src.mapping, fams, cfg)
 		if err != nil {
 			return "", err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/deploy"
+	"github.com/headroom-bench/headroom/internal/discover"
 	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/prompt"
@@ -27,8 +28,8 @@ import (
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/telemetry"
 	"github.com/headroom-bench/headroom/internal/timescale"
-	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/trace"
+	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/verdict"
 	"sigs.k8s.io/yaml"
 )
@@ -264,13 +265,16 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	if err != nil {
 		return report.Summary{}, err
 	}
-	scraper := &signal.Scraper{Targets: metrics, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}
+	src, err := newSource(cfg, metrics, mapping, acc, clock, discover.Connect)
+	if err != nil {
+		return report.Summary{}, err
+	}
 	client := load.NewClientConn(endpoint, cfg.Recipe.Model, acc.endpoint)
 	defer client.Close()
 
 	var cal prompt.Calibration
 	perr := r.phase(PhasePreflight, func() (string, error) {
-		detail, err := preflight(ctx, cfg, endpoint, acc, scraper, clock)
+		detail, err := preflight(ctx, cfg, endpoint, acc, src, clock)
 		if err != nil {
 			return "", err
 		}
@@ -356,7 +360,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	plan.FirstIndex = len(previous)
 	plan.Ladder = remaining(cfg.Sweep.Ladder, previous)
 	runner := &sweep.Runner{
-		Plan: plan, Clock: clock, Load: gen, Source: scraper, Book: book, Progress: r.progress, Extra: extra,
+		Plan: plan, Clock: clock, Load: gen, Source: src, Book: book, Progress: r.progress, Extra: extra,
 		OnSample: func(s signal.Sample) {
 			files.samples.Write(s)
 			if tel != nil {
@@ -392,6 +396,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	var runErr error
 	start := time.Now()
 	res, runErr = runner.Run(ctx)
+	res.Warnings = append(res.Warnings, src.Warnings()...)
 	if under != nil {
 		under.stop(clock.Real(seconds(cfg.Evals.TimeoutS)))
 		if werr := r.dir.WriteJSON("evals_under_load.json", under.tally.Steps()); werr != nil {

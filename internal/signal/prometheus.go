@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -63,11 +64,35 @@ type WallClock interface {
 // labels) is its own part, so restarts and failed scrapes of one copy are
 // seen as with a Scraper. A sample "at" a time holds what Prometheus had
 // scraped by then, up to one of its scrape intervals old.
+//
+// A counter family an engine exposes with no series yet (no 4xx so far)
+// reads as zero from a scrape of /metrics but has nothing in Prometheus;
+// when the API can say which families each target exposes (Exposer), such
+// a family of the same targets as the other series reads as zero too.
 type Prometheus struct {
 	API      Querier
 	Selector string // label matchers in braces, {job="vllm"}; empty for every series
 	Mapping  Mapping
 	Clock    WallClock // run time to wall time
+
+	mu      sync.Mutex
+	exposed map[string]bool // counter families seen exposed by the targets, series or not
+}
+
+// Exposer is the part of Prometheus' HTTP API that lists the targets
+// exposing a metric family, from their last scrape's TYPE lines, whether or
+// not the family has series (/api/v1/targets/metadata). HTTPQuerier is one.
+type Exposer interface {
+	TargetsMetadata(ctx context.Context, metric string) ([]promv1.MetricMetadata, error)
+}
+
+// TargetsMetadata lists the targets exposing metric and its type there.
+func (h HTTPQuerier) TargetsMetadata(ctx context.Context, metric string) ([]promv1.MetricMetadata, error) {
+	md, err := promv1.NewAPI(h.Client).TargetsMetadata(ctx, "", metric, "")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", h.Client.URL("/api/v1/targets/metadata", nil), err)
+	}
+	return md, nil
 }
 
 // NewPrometheus connects to a Prometheus server's HTTP API at url. client
@@ -163,7 +188,7 @@ func (p *Prometheus) Scrape(ctx context.Context, at time.Duration) (Sample, erro
 	for _, s := range vec {
 		points = append(points, point{s.Metric, float64(s.Value)})
 	}
-	return p.sample(at, points, warnings)
+	return p.sample(at, points, warnings, p.exposedCounters(ctx, points))
 }
 
 // Samples reads the series at run times from, from+step, ... up to to with
@@ -203,7 +228,7 @@ func (p *Prometheus) Samples(ctx context.Context, from, to, step time.Duration) 
 	out := make([]Sample, 0, len(steps))
 	var errs []error
 	for _, k := range steps {
-		s, err := p.sample(from+time.Duration(k)*step, byStep[k], warnings)
+		s, err := p.sample(from+time.Duration(k)*step, byStep[k], warnings, p.knownExposed())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -223,7 +248,7 @@ type point struct {
 }
 
 // sample rebuilds metric families from query results and maps them.
-func (p *Prometheus) sample(at time.Duration, points []point, warnings []string) (Sample, error) {
+func (p *Prometheus) sample(at time.Duration, points []point, warnings, exposed []string) (Sample, error) {
 	out := NewSample(at)
 	for _, w := range warnings {
 		out.Errors = append(out.Errors, "prometheus warning: "+w)
@@ -233,6 +258,7 @@ func (p *Prometheus) sample(at time.Duration, points []point, warnings []string)
 	if len(families) == 0 {
 		return out, fmt.Errorf("no series of %s match selector %q at %v: check the selector and that Prometheus scrapes the engines", strings.Join(p.Mapping.Families(), ", "), p.Selector, at)
 	}
+	addEmpty(families, exposed)
 	if err := p.Mapping.add(families, "", &out); err != nil {
 		out.Errors = append(out.Errors, err.Error())
 	}
@@ -260,10 +286,76 @@ func (p *Prometheus) Families(ctx context.Context, at time.Duration) (families m
 		points = append(points, point{s.Metric, float64(s.Value)})
 	}
 	families, down = p.families(points)
+	addEmpty(families, p.exposedCounters(ctx, points))
 	for _, w := range warnings {
 		down = append(down, "prometheus warning: "+w)
 	}
 	return families, down, nil
+}
+
+// exposedCounters lists the counter families the mapping reads that have
+// no series in points but are exposed by a target that gave one of them
+// (same job and instance): an engine's counter with no series yet. A family
+// once seen exposed is remembered; nothing is listed when the API cannot
+// say (no Exposer, or it fails).
+func (p *Prometheus) exposedCounters(ctx context.Context, points []point) []string {
+	ex, ok := p.API.(Exposer)
+	if !ok {
+		return p.knownExposed()
+	}
+	have := map[string]bool{}
+	targets := map[[2]string]bool{}
+	for _, pt := range points {
+		have[string(pt.metric[model.MetricNameLabel])] = true
+		targets[[2]string{string(pt.metric["job"]), string(pt.metric["instance"])}] = true
+	}
+	var out []string
+	for _, r := range p.Mapping {
+		if r.Kind != Counter || r.Field != "" || have[r.Metric] || slices.Contains(out, r.Metric) {
+			continue
+		}
+		p.mu.Lock()
+		known := p.exposed[r.Metric]
+		p.mu.Unlock()
+		if !known {
+			md, err := ex.TargetsMetadata(ctx, r.Metric)
+			if err != nil {
+				continue
+			}
+			for _, m := range md {
+				if targets[[2]string{m.Target["job"], m.Target["instance"]}] {
+					known = true
+				}
+			}
+		}
+		if known {
+			p.mu.Lock()
+			if p.exposed == nil {
+				p.exposed = map[string]bool{}
+			}
+			p.exposed[r.Metric] = true
+			p.mu.Unlock()
+			out = append(out, r.Metric)
+		}
+	}
+	return out
+}
+
+// knownExposed lists the counter families seen exposed so far.
+func (p *Prometheus) knownExposed() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return sortedKeys(p.exposed)
+}
+
+// addEmpty adds each named family that has no series as a counter family
+// without series, as a scrape of /metrics parses a TYPE line alone.
+func addEmpty(families map[string]*dto.MetricFamily, names []string) {
+	for _, name := range names {
+		if _, ok := families[name]; !ok {
+			families[name] = &dto.MetricFamily{Name: new(name), Type: dto.MetricType_COUNTER.Enum()}
+		}
+	}
 }
 
 // FamilyNames lists the names of the series under the selector at run time

@@ -166,6 +166,7 @@ func (c copyState) exposition() string {
 	fmt.Fprintf(&b, "# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total{engine=\"0\"} %g\n", 1000*n)
 	fmt.Fprintf(&b, "# TYPE vllm:request_success_total counter\nvllm:request_success_total{engine=\"0\",finished_reason=\"stop\"} %g\n", n)
 	fmt.Fprintf(&b, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} 3\n")
+	b.WriteString("# HELP vllm:num_preemptions_total Preemptions.\n# TYPE vllm:num_preemptions_total counter\n") // no series yet
 	b.WriteString("# TYPE vllm:time_to_first_token_seconds histogram\n")
 	for i, le := range []string{"0.25", "0.5", "1.0", "2.5", "+Inf"} {
 		frac := []float64{0.2, 0.5, 0.8, 0.95, 1}[i]
@@ -374,6 +375,14 @@ func checkFamilies(t *testing.T, ctx context.Context, prom *Prometheus, scraper 
 		if d := direct[0][name]; d != nil && fams[name].GetType() != d.GetType() {
 			t.Errorf("%s: type %s through Prometheus, %s from the copies", name, fams[name].GetType(), d.GetType())
 		}
+	}
+	// A counter family exposed with no series reads as zero both ways.
+	if mf, ok := fams["vllm:num_preemptions_total"]; !ok || len(mf.GetMetric()) != 0 || mf.GetType() != dto.MetricType_COUNTER {
+		t.Errorf("the preemption counter without series through Prometheus: %v, want an empty counter family", mf)
+	}
+	s, err := prom.Scrape(ctx, at)
+	if v, ok := s.Counter[Preemptions]; err != nil || !ok || v != 0 {
+		t.Errorf("preemptions through Prometheus: %g, present %v, %v; want 0, present", v, ok, err)
 	}
 	names, err := prom.FamilyNames(ctx, at, "vllm:.+|sglang:.+")
 	// Prometheus stores a histogram as its _bucket, _count and _sum series.

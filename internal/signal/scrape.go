@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -104,6 +105,10 @@ func (s *Scraper) targets(ctx context.Context) ([]string, error) {
 	return found, nil
 }
 
+// List returns the targets a scrape would read now: Targets, or the pods
+// Discover finds.
+func (s *Scraper) List(ctx context.Context) ([]string, error) { return s.targets(ctx) }
+
 // Warnings names each metrics URL seen answering from different processes
 // on successive scrapes (a Service URL spreading scrapes over pods), with
 // what to use instead. The run reports them with its warnings.
@@ -146,6 +151,10 @@ func (s *Scraper) fetch(ctx context.Context, target string) (map[string]*dto.Met
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	resp, err := client.Do(req)
 	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // its text repeats the URL, user info and all
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
