@@ -162,3 +162,29 @@ func TestBodyIsValidJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordReasoningFieldsAreAdditive checks that the reasoning fields are
+// left out of a record without reasoning, so records stay version 1, and
+// that a version-1 record written before them still decodes.
+func TestRecordReasoningFieldsAreAdditive(t *testing.T) {
+	plain, err := json.Marshal(Record{V: RecordVersion, FirstToken: 1.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"reasoning_tokens", "reasoning_chunks", "answer_chunks", "first_answer_s"} {
+		if strings.Contains(string(plain), key) {
+			t.Errorf("record without reasoning has %q: %s", key, plain)
+		}
+	}
+	old := `{"v":1,"step":0,"sessions":1,"phase":"measure","lane":0,"session":"s","tier":"t","play":0,"turn":0,"planned_prompt_tokens":10,"served_prompt_tokens":10,"cached_tokens":0,"ideal_cached_tokens":0,"max_tokens":4,"output_tokens":4,"send_s":1,"first_token_s":1.2,"last_token_s":1.4,"status":200}`
+	recs, err := DecodeRecords(strings.NewReader(old+"\n"), "old.jsonl")
+	if err != nil || len(recs) != 1 || recs[0].OutputTokens != 4 || recs[0].ReasoningChunks != 0 {
+		t.Fatalf("old record decodes to %+v, %v", recs, err)
+	}
+	withReasoning := Record{V: RecordVersion, ReasoningTokens: 90, ReasoningChunks: 80, AnswerChunks: 10, FirstToken: 1.2, FirstAnswer: 3.4}
+	b, _ := json.Marshal(withReasoning)
+	recs, err = DecodeRecords(bytes.NewReader(append(b, '\n')), "new.jsonl")
+	if err != nil || len(recs) != 1 || recs[0] != withReasoning {
+		t.Fatalf("%s decodes to %+v, %v", b, recs, err)
+	}
+}

@@ -22,10 +22,11 @@ var donePayload = []byte("[DONE]")
 // the SSE format as OpenAI-compatible servers use it: a "data:" line (one
 // space after the colon or none) carries one chunk; comments (": ping"),
 // "event:", "id:" and "retry:" lines carry none; lines end in LF or CRLF; a
-// blank line ends an event. A data line that is not valid JSON on its own
-// is joined with the event's next data lines and judged when the event
-// ends, as the format prescribes for multi-line data; it is a stream error
-// if the joined data does not parse either.
+// blank line ends an event. A data line that parses on its own is one chunk
+// (every server sends one chunk per line, and some no blank line between
+// them); one that does not is joined with the event's next data lines and
+// judged when the event ends, as the format prescribes for multi-line data,
+// and is a stream error if the joined data does not parse either.
 type sse struct {
 	res *Result
 	// pending holds an event's data that did not parse line by line.
@@ -71,9 +72,13 @@ func readSSE(br *bufio.Reader, res *Result) (done bool, err error) {
 		if err != nil {
 			if err == io.EOF {
 				// An event the stream did not end is dropped, as the format
-				// says, unless its data does not parse: that is reported.
-				_, perr := s.endEvent()
-				return false, perr
+				// says; data of it that does not parse is reported.
+				if s.hasPending {
+					if _, perr := classifyFull(s.pending); perr != nil {
+						return false, fmt.Errorf("the stream ended inside an event whose data %q is not a JSON object (%v)", head(s.pending, 80), perr)
+					}
+				}
+				return false, nil
 			}
 			return false, err
 		}

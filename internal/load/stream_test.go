@@ -17,6 +17,7 @@ import (
 type streamCase struct {
 	file string // under testdata/streams; "" for a generated body
 	body func() []byte
+	gen  string // the generated body's name
 	// fast: every chunk without usage or error is one the fast path is sure of.
 	fast                       bool
 	reasoning, answer          int // token chunks
@@ -84,7 +85,11 @@ var streamCases = []streamCase{
 	{file: "neg_no_done.sse", fast: true, answer: 1, prompt: 8, completion: 1, class: ErrStream, detail: "[DONE]"},
 	{file: "neg_no_usage.sse", fast: true, answer: 1, class: ErrNoUsage},
 	// A line over MaxSSELine is a stream error, however it would end.
-	{body: overLongLine, answer: 1, class: ErrStream, detail: "longer than 16 MiB"},
+	{gen: "over_long_line", body: overLongLine, answer: 1, class: ErrStream, detail: "longer than 16 MiB"},
+	// A chunk cut by the end of the stream, no line end after it.
+	{gen: "cut_at_eof", body: func() []byte {
+		return []byte(`data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n" + `data: {"choices":[{"index":0,"delta":{"content":"b`)
+	}, answer: 1, class: ErrStream, detail: "ended inside an event"},
 }
 
 // overLongLine is a token chunk, then a data line one byte over
@@ -103,7 +108,7 @@ func (sc streamCase) name() string {
 	if sc.file != "" {
 		return strings.TrimSuffix(sc.file, ".sse")
 	}
-	return "generated_over_long_line"
+	return "generated_" + sc.gen
 }
 
 func (sc streamCase) load(t testing.TB) []byte {
@@ -173,7 +178,7 @@ func TestStreamFixtures(t *testing.T) {
 // the same counts as TestStreamFixtures.
 func TestStreamFixturesTinyBuffer(t *testing.T) {
 	for _, sc := range streamCases {
-		if sc.body != nil {
+		if sc.gen == "over_long_line" {
 			continue // 16 MiB in 16-byte reads is slow and proves nothing more
 		}
 		t.Run(sc.name(), func(t *testing.T) {
