@@ -100,8 +100,19 @@ func TestShippedManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := kinds(rbac), []string{"Role", "RoleBinding"}; !slices.Equal(got, want) {
+	// The deployer's Role and binding, then metrics discovery's.
+	if got, want := kinds(rbac), []string{"Role", "RoleBinding", "Role", "RoleBinding"}; !slices.Equal(got, want) {
 		t.Fatalf("rbac.yaml kinds = %v, want %v", got, want)
+	}
+	discovery, _, _ := unstructured.NestedSlice(rbac[2].Object, "rules")
+	if len(discovery) != 1 {
+		t.Errorf("metrics discovery's Role has %d rules, want 1", len(discovery))
+	} else {
+		res, _, _ := unstructured.NestedStringSlice(discovery[0].(map[string]any), "resources")
+		verbs, _, _ := unstructured.NestedStringSlice(discovery[0].(map[string]any), "verbs")
+		if !slices.Equal(res, []string{"endpointslices"}) || !slices.Equal(verbs, []string{"get", "list", "watch"}) {
+			t.Errorf("metrics discovery's Role: %v on %v, want get/list/watch on endpointslices", verbs, res)
+		}
 	}
 	rules, _, _ := unstructured.NestedSlice(rbac[0].Object, "rules")
 	resources := map[string]bool{}
