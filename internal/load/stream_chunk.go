@@ -30,41 +30,60 @@ func (c chunk) token() bool { return c.answer || c.reasoning }
 // errNotJSON marks a payload that is not a JSON object at all.
 var errNotJSON = errors.New("data is not a JSON object")
 
-// The full decode: encoding/json into the few fields that matter, the
-// token-bearing ones kept raw so that any JSON type is accepted there. It is
-// the reference the fast path must agree with, and the path for every chunk
-// the fast path is not sure of.
+// The full decode: encoding/json into the few fields that matter, each
+// token-bearing one judged by nonEmpty as it is read, so that any JSON type
+// is accepted there and nothing is copied. It is the reference the fast path
+// must agree with, and the path for every chunk the fast path is not sure of.
 type (
 	wireChunk struct {
-		Object  json.RawMessage `json:"object"`
-		Choices []wireChoice    `json:"choices"`
-		Usage   *wireUsage      `json:"usage"`
-		Error   json.RawMessage `json:"error"`
+		Object  objectName   `json:"object"`
+		Choices []wireChoice `json:"choices"`
+		Usage   wireUsage    `json:"usage"`
+		Error   errorValue   `json:"error"`
 	}
 	wireChoice struct {
-		Delta wireDelta       `json:"delta"`
-		Text  json.RawMessage `json:"text"` // /v1/completions streams
+		Delta wireDelta `json:"delta"`
+		Text  output    `json:"text"` // /v1/completions streams
 	}
 	wireDelta struct {
-		Content          json.RawMessage `json:"content"`
-		Refusal          json.RawMessage `json:"refusal"`
-		ToolCalls        json.RawMessage `json:"tool_calls"`
-		FunctionCall     json.RawMessage `json:"function_call"`
-		Reasoning        json.RawMessage `json:"reasoning"`
-		ReasoningContent json.RawMessage `json:"reasoning_content"`
+		Content          output `json:"content"`
+		Refusal          output `json:"refusal"`
+		ToolCalls        output `json:"tool_calls"`
+		FunctionCall     output `json:"function_call"`
+		Reasoning        output `json:"reasoning"`
+		ReasoningContent output `json:"reasoning_content"`
 	}
 	wireUsage struct {
 		PromptTokens        int `json:"prompt_tokens"`
 		CompletionTokens    int `json:"completion_tokens"`
 		ReasoningTokens     int `json:"reasoning_tokens"` // SGLang writes it here
-		PromptTokensDetails *struct {
+		PromptTokensDetails struct {
 			CachedTokens int `json:"cached_tokens"`
 		} `json:"prompt_tokens_details"`
-		CompletionTokensDetails *struct {
+		CompletionTokensDetails struct {
 			ReasoningTokens int `json:"reasoning_tokens"`
 		} `json:"completion_tokens_details"`
 	}
 )
+
+// output is a token-bearing field: whether its value carries output.
+type output bool
+
+// UnmarshalJSON judges the value by nonEmpty; a later duplicate key wins,
+// as it would for any field.
+func (o *output) UnmarshalJSON(b []byte) error {
+	*o = output(nonEmpty(b))
+	return nil
+}
+
+// errorValue is a chunk's "error": whether it names an error.
+type errorValue bool
+
+// UnmarshalJSON judges the value by isError.
+func (e *errorValue) UnmarshalJSON(b []byte) error {
+	*e = errorValue(isError(b))
+	return nil
+}
 
 // classifyFull decodes one data payload with encoding/json. It fails when
 // the payload is not valid JSON, not an object, or has one of the fields
@@ -85,33 +104,44 @@ func classifyFull(p []byte) (c chunk, err error) {
 	for i := range w.Choices {
 		ch := &w.Choices[i]
 		d := &ch.Delta
-		if nonEmpty(ch.Text) || nonEmpty(d.Content) || nonEmpty(d.Refusal) || nonEmpty(d.ToolCalls) || nonEmpty(d.FunctionCall) {
+		if ch.Text || d.Content || d.Refusal || d.ToolCalls || d.FunctionCall {
 			c.answer = true
 		}
-		if nonEmpty(d.Reasoning) || nonEmpty(d.ReasoningContent) {
+		if d.Reasoning || d.ReasoningContent {
 			c.reasoning = true
 		}
 	}
-	if len(w.Object) > 0 && w.Object[0] == '"' {
-		var s string
-		if json.Unmarshal(w.Object, &s) == nil && s == "error" {
-			c.failed = true // vLLM's ErrorResponse sent as a chunk
-		}
-	}
-	if isError(w.Error) {
+	if bool(w.Object) || bool(w.Error) {
 		c.failed = true
 	}
-	if u := w.Usage; u != nil {
+	// A usage of all zeros (or null, or absent) says nothing: it is no usage.
+	if u := w.Usage; u != (wireUsage{}) {
 		c.usage = true
 		c.prompt, c.completion, c.reasonToken = u.PromptTokens, u.CompletionTokens, u.ReasoningTokens
-		if d := u.PromptTokensDetails; d != nil {
-			c.cached = d.CachedTokens
-		}
-		if d := u.CompletionTokensDetails; d != nil && d.ReasoningTokens > 0 {
-			c.reasonToken = d.ReasoningTokens
+		c.cached = u.PromptTokensDetails.CachedTokens
+		if r := u.CompletionTokensDetails.ReasoningTokens; r > 0 {
+			c.reasonToken = r
 		}
 	}
 	return c, nil
+}
+
+// objectName is a chunk's "object" as far as it matters: true when it is
+// "error" (vLLM's ErrorResponse sent as a chunk).
+type objectName bool
+
+// UnmarshalJSON reads the value without allocating unless it is escaped.
+func (o *objectName) UnmarshalJSON(b []byte) error {
+	if bytes.IndexByte(b, '\\') < 0 {
+		*o = string(b) == `"error"`
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil // not a string: not "error"
+	}
+	*o = s == "error"
+	return nil
 }
 
 // nonEmpty reports whether a raw JSON value carries output: a string,
