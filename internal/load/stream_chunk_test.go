@@ -77,3 +77,30 @@ func TestClassifyChunk(t *testing.T) {
 		})
 	}
 }
+
+// memoStream is a stream of chunks whose heads trip a careless memo. It
+// seeds FuzzStream too.
+var memoStream = []string{
+	`{"id":"a","choices":[{"delta":{"content":"x"}}],"choices":[]}`, // duplicate: not sure
+	`{"id":"a","choices":[{"delta":{"content":"x"}}],"b":2}`,        // shares the first's prefix past choices
+	`{"id":"a","choices":[{"delta":{"reasoning":"y"}}]}`,
+	`{"id":"b","choices":[{"delta":{"content":""}}]}`,
+}
+
+// TestFastMemo checks that a remembered chunk head never carries tokens
+// over: the head ends before the first "choices", so a chunk that repeats a
+// longer prefix is walked again.
+func TestFastMemo(t *testing.T) {
+	var memo fastMemo
+	for _, s := range memoStream {
+		p := []byte(s)
+		fast, sure := classifyFast(p, &memo)
+		full, err := classifyFull(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sure && fast != full {
+			t.Errorf("%s: with the memo %+v, full decode %+v", s, fast, full)
+		}
+	}
+}

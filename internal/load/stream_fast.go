@@ -66,8 +66,9 @@ var (
 )
 
 // fastMemo remembers the head of the last chunk of a stream: the bytes of
-// its top-level fields before "choices" (id, object, created, model...),
-// which servers repeat unchanged in every chunk. A chunk that starts with
+// its top-level fields before its first "choices" (id, object, created,
+// model...), which servers repeat unchanged in every chunk; they carry no
+// token, only the walk's seen bits. A chunk that starts with
 // the same bytes is walked from "choices" on: reading the same bytes again
 // would come to the same state. The zero value remembers nothing.
 type fastMemo struct {
@@ -104,7 +105,9 @@ func classifyFast(p []byte, memo *fastMemo) (c chunk, sure bool) {
 		switch id {
 		case kChoices:
 			bit = 1
-			if memo != nil && !resumed && i <= fastMemoSize {
+			// Only a head without choices is remembered: resuming after one
+			// would drop what its choices carried.
+			if memo != nil && !resumed && seen&bit == 0 && i <= fastMemoSize {
 				memo.n = copy(memo.head[:], p[:i])
 				memo.seen = seen
 			}

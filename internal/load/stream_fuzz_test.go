@@ -34,6 +34,7 @@ func FuzzStream(f *testing.F) {
 	for _, c := range chunkCases {
 		f.Add([]byte(c.p))
 	}
+	f.Add([]byte("data: " + strings.Join(memoStream, "\n\ndata: ") + "\n\n"))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var res Result
 		done, err := readSSE(bufio.NewReaderSize(bytes.NewReader(body), 64), &res)
