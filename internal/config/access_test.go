@@ -67,3 +67,19 @@ func TestRedactedKeepsNoSecret(t *testing.T) {
 		t.Error("Redacted changed the run it was called on")
 	}
 }
+
+// TestMaxOverContextZeroAllowsNone: 0 is a setting (no turn may exceed the
+// context), not "take the default".
+func TestMaxOverContextZeroAllowsNone(t *testing.T) {
+	b := strings.Replace(string(DefaultYAML()), "  request_timeout_s: 600\n", "  request_timeout_s: 600\n  max_over_context: 0\n", 1)
+	r, err := Parse([]byte(b), "run.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Workload.MaxOver(); got != 0 {
+		t.Errorf("max_over_context: 0 reads %g", got)
+	}
+	if got := Default().Workload.MaxOver(); got != 0.01 {
+		t.Errorf("default %g, want 0.01", got)
+	}
+}

@@ -67,8 +67,9 @@ type Workload struct {
 	// PrimeTimeoutS bounds each lane's priming request; default the warm-up.
 	PrimeTimeoutS float64 `json:"prime_timeout_s"`
 	// MaxOverContext is the share of planned turns whose prompt may exceed
-	// the served context before pre-flight stops the run (default 0.01).
-	MaxOverContext float64 `json:"max_over_context,omitempty"`
+	// the served context before pre-flight stops the run (default 0.01; 0
+	// allows none).
+	MaxOverContext *float64 `json:"max_over_context,omitempty"`
 	// SkipOverContext drops the turns whose prompt exceeds the served
 	// context instead of sending them (they would come back refused); the
 	// report says how many were dropped.
@@ -154,6 +155,14 @@ type Kill struct {
 	TTFTFactor      float64 `json:"ttft_factor"`
 }
 
+// MaxOver is workload.max_over_context with its default.
+func (w Workload) MaxOver() float64 {
+	if w.MaxOverContext == nil {
+		return 0.01
+	}
+	return *w.MaxOverContext
+}
+
 // RepeatCrossing reports whether the steps either side of the crossing run twice.
 func (s Sweep) RepeatCrossing() bool { return s.Repeat == nil || *s.Repeat }
 
@@ -224,8 +233,9 @@ func (r *Run) fillDefaults() {
 	if w.RequestTimeoutS == 0 {
 		w.RequestTimeoutS = 600
 	}
-	if w.MaxOverContext == 0 {
-		w.MaxOverContext = 0.01
+	if w.MaxOverContext == nil {
+		share := 0.01
+		w.MaxOverContext = &share
 	}
 	e := &r.Evals
 	if e.Threshold == 0 {
@@ -387,8 +397,8 @@ func (r Run) Validate() error {
 	if w.RequestTimeoutS <= 0 {
 		bad("workload.request_timeout_s", "must be > 0: every request carries a deadline, got %g", w.RequestTimeoutS)
 	}
-	if w.MaxOverContext < 0 || w.MaxOverContext >= 1 {
-		bad("workload.max_over_context", "must be a share in [0, 1), e.g. 0.01 for 1%%, got %g", w.MaxOverContext)
+	if m := w.MaxOverContext; m != nil && (*m < 0 || *m >= 1) {
+		bad("workload.max_over_context", "must be a share in [0, 1), e.g. 0.01 for 1%%, got %g", *m)
 	}
 	if w.PrimeTimeoutS < 0 {
 		bad("workload.prime_timeout_s", "must be > 0, got %g", w.PrimeTimeoutS)

@@ -156,7 +156,7 @@ func checkContext(cfg config.Run, sessions map[string][]load.Session, n int, sou
 			share = float64(t.Over) / float64(t.Turns)
 		}
 		parts = append(parts, fmt.Sprintf("%s %d of %d (%.1f%%)", t.Tier, t.Over, t.Turns, 100*share))
-		if share > cfg.Workload.MaxOverContext {
+		if share > cfg.Workload.MaxOver() {
 			over = append(over, t.Tier)
 		}
 	}
@@ -175,11 +175,11 @@ func checkContext(cfg config.Run, sessions map[string][]load.Session, n int, sou
 	if len(over) > 0 {
 		return nil, oc, "", fmt.Errorf("%s; more than workload.max_over_context (%g%%) in %s: each would be refused and end its conversation. "+
 			"Serve a larger context (the engine's --max-model-len, and recipe.max_model_len), set workload.skip_over_context: true to drop those turns (the report says how many), or use other traces (workload.traces)",
-			figure, 100*cfg.Workload.MaxOverContext, strings.Join(over, " and "))
+			figure, 100*cfg.Workload.MaxOver(), strings.Join(over, " and "))
 	}
 	for _, t := range oc.Tiers {
 		if t.Over > 0 {
-			return sessions, oc, figure + fmt.Sprintf("; within workload.max_over_context (%g%%), so they go out, are refused and end their conversations", 100*cfg.Workload.MaxOverContext), nil
+			return sessions, oc, figure + fmt.Sprintf("; within workload.max_over_context (%g%%), so they go out, are refused and end their conversations", 100*cfg.Workload.MaxOver()), nil
 		}
 	}
 	return sessions, oc, figure, nil

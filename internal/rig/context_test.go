@@ -137,7 +137,8 @@ func TestCheckContext(t *testing.T) {
 	})
 	t.Run("within the limit", func(t *testing.T) {
 		c := cfg
-		c.Workload.MaxOverContext = 0.25
+		share := 0.25
+		c.Workload.MaxOverContext = &share
 		got, _, detail, err := checkContext(c, pools, 100, contextFromModels)
 		if err != nil || !strings.Contains(detail, "heavy 2 of 10") || len(got["heavy"][0].Turns) != 5 {
 			t.Errorf("a 25%% limit: err %v, detail %q; want the figure and nothing dropped", err, detail)
