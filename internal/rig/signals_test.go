@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/timescale"
@@ -113,6 +115,9 @@ func TestPreflightStopsAWrongLabel(t *testing.T) {
 func TestFetchFamilies(t *testing.T) {
 	url := standIn(t, "m")
 	var acc access
+	fetchFamilies := func(ctx context.Context, hc *http.Client, targets []string) ([]map[string]*dto.MetricFamily, error) {
+		return (&signal.Scraper{Targets: targets, Client: hc}).Families(ctx)
+	}
 	fams, err := fetchFamilies(context.Background(), acc.metrics.Client(probeTimeout), []string{url + "/metrics"})
 	if err != nil || len(fams) != 1 || fams[0]["vllm:request_success_total"] == nil {
 		t.Fatalf("families %d, %v", len(fams), err)
