@@ -195,12 +195,14 @@ func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step 
 	}
 	j := judge{windows: windows, load: load, o: o}
 	st.Parts = []Part{j.ttft(bar.TTFTP90, lowLoad), j.interactivity(bar.InteractivityP90, lowLoad), j.errors(bar.ErrorRate)}
-	// A stalled engine reports nothing: requests that never get a token add
-	// no latency observation, so the windows before the stall would pass on
-	// their own. A window with requests running and no token generated is a
-	// missing measurement, and latency cannot pass over it.
+	// A stalled engine reports nothing: requests that never start or get a
+	// token add no latency observation, so the windows before the stall
+	// would pass on their own. A window in which requests wait or run and
+	// none makes progress is a missing measurement, whether or not anything
+	// is "running" (a full KV cache leaves them all waiting), and latency
+	// cannot pass over it.
 	if stalled := stalledWindows(windows); stalled > 0 {
-		st.Warnings = append(st.Warnings, fmt.Sprintf("in %d of %d windows requests were running and the engine generated no token (a stall): latency cannot pass", stalled, len(windows)))
+		st.Warnings = append(st.Warnings, fmt.Sprintf("in %d of %d windows requests were waiting or running and none made progress (nothing completed, no first token, no token generated: a stall, e.g. a full KV cache): latency cannot pass", stalled, len(windows)))
 		for i := range st.Parts[:2] {
 			if st.Parts[i].Verdict != Fail {
 				st.Parts[i].Verdict = NoData
@@ -219,18 +221,51 @@ func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step 
 	return st
 }
 
-// stalledWindows counts windows in which requests were running and the
-// engine generated no token.
+// stalledWindows counts windows in which requests were waiting or running
+// (either gauge above zero in some scrape of the window) and none made
+// progress: no request completed, none got its first token and no token was
+// generated. Only the progress signals a window has are read; a window
+// without any of them cannot tell a stall from quiet and is not counted
+// (its missing histograms make latency no data by themselves).
 func stalledWindows(windows []signal.Window) int {
 	n := 0
 	for _, w := range windows {
-		running, okR := w.Gauge[signal.Running]
-		gen, okG := w.Counter[signal.GenerationTokens]
-		if okR && okG && running.Max > 0 && running.Mean > 0 && gen == 0 {
+		if stalled(w) {
 			n++
 		}
 	}
 	return n
+}
+
+// stalled reports whether requests waited or ran in w and none progressed.
+func stalled(w signal.Window) bool {
+	present := false
+	for _, name := range []string{signal.Running, signal.Waiting} {
+		if g, ok := w.Gauge[name]; ok && g.N > 0 && g.Max > 0 {
+			present = true
+		}
+	}
+	if !present {
+		return false
+	}
+	seen := false // some progress signal is there to read
+	for _, name := range []string{signal.GenerationTokens, signal.RequestsOK} {
+		if v, ok := w.Counter[name]; ok {
+			seen = true
+			if v > 0 {
+				return false
+			}
+		}
+	}
+	for _, name := range []string{signal.TTFT, signal.E2E} {
+		if h, ok := w.Hist[name]; ok && !h.Empty() {
+			seen = true
+			if h.Count > 0 {
+				return false
+			}
+		}
+	}
+	return seen
 }
 
 type judge struct {
@@ -378,102 +413,6 @@ func (j judge) interactivity(bar float64, lowLoad bool) Part {
 	p.Verdict = capPartial(p.Verdict, r.absent)
 	if lowLoad {
 		p.Verdict = NoData
-	}
-	return p
-}
-
-// errorCounters are the server-reported counters an error rate needs.
-var errorCounters = []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAborted}
-
-func (j judge) errors(bar float64) Part {
-	p := Part{Name: PartErrors, Bar: bar, Source: "http_4xx + http_5xx + requests_aborted + not reached + unsent", Verdict: NoData}
-	p.Value.Confidence = j.o.Confidence
-	n := min(len(j.windows), len(j.load))
-	errs := make([]float64, n)
-	planned := make([]float64, n)
-	serverErrs, clientErrs := 0.0, 0
-	absent := map[string]int{}
-	for i := range n {
-		for _, c := range errorCounters {
-			v, ok := j.windows[i].Counter[c]
-			if !ok {
-				absent[c]++
-				continue
-			}
-			errs[i] += v
-			serverErrs += v
-		}
-		l := j.load[i]
-		errs[i] += float64(l.NotReached + l.Unsent)
-		planned[i] = float64(l.Planned)
-		clientErrs += l.ClientErrors
-	}
-	if n == 0 {
-		p.Missing = slices.Clone(errorCounters)
-		p.Value.Warnings = append(p.Value.Warnings, "no windows to judge")
-		return p
-	}
-	for _, c := range errorCounters {
-		if absent[c] > 0 {
-			p.Missing = append(p.Missing, c)
-			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", c, absent[c], n))
-		}
-	}
-	if len(p.Missing) > 0 && j.o.ClientErrors && absent[signal.HTTP4xx] == n && absent[signal.HTTP5xx] == n {
-		// the server reports no HTTP statuses at all: count what the client
-		// saw (refusals, 5xx, timeouts, aborts, broken streams), openly
-		for i := range n {
-			l := j.load[i]
-			errs[i] = float64(l.ClientErrors + l.Unsent)
-		}
-		p.Source = "client-seen errors + unsent (the server reports no HTTP statuses; bar.client_errors is on)"
-		p.Value.Warnings = append(p.Value.Warnings, "the server reports no HTTP status counters: errors are the client's count")
-		p.Missing = nil
-	}
-	if len(p.Missing) > 0 {
-		return p // server error counters missing: errors cannot be judged
-	}
-	sumE, sumP := 0.0, 0.0
-	for i := range n {
-		sumE += errs[i]
-		sumP += planned[i]
-	}
-	if sumP == 0 {
-		p.Value.Warnings = append(p.Value.Warnings, "no turns were planned in the step")
-		return p
-	}
-	rate := sumE / sumP
-	lo, hi, ok := stats.Bootstrap(n, func(idx []int) (float64, bool) {
-		e, d := 0.0, 0.0
-		for _, i := range idx {
-			e += errs[i]
-			d += planned[i]
-		}
-		return e / d, d > 0
-	}, j.o.bootstrap())
-	if !ok {
-		lo, hi = rate, rate
-		p.Value.Warnings = append(p.Value.Warnings, "too few windows with planned turns to bootstrap: the interval is the point only")
-	}
-	p.Value.Center, p.Value.Lo, p.Value.Hi = rate, math.Min(lo, rate), math.Max(hi, rate)
-	p.Margin = bar - rate
-	switch {
-	case p.Value.Hi < bar:
-		p.Verdict = Pass
-	case p.Value.Lo >= bar:
-		p.Verdict = Fail
-	default:
-		p.Verdict = TooClose
-	}
-	if rate > 1 {
-		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%.0f errors for %.0f planned turns: the server counts requests (retries, subagents) the plan does not", sumE, sumP))
-	}
-	k := int(math.Round(math.Min(sumE, sumP)))
-	if _, whi := stats.Wilson(k, int(sumP), j.o.Confidence); p.Verdict == Pass && whi >= bar {
-		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("few turns: %d errors in %d turns has a Wilson upper bound of %.2f%%, not below the bar of %.2f%%", k, int(sumP), 100*whi, 100*bar))
-	}
-	if d := math.Abs(float64(clientErrs) - serverErrs); d > math.Max(2, 0.1*math.Max(float64(clientErrs), serverErrs)) {
-		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("cross-check: the client saw %d failed turns but the server reported %.0f errors (4xx+5xx+aborted)", clientErrs, serverErrs))
 	}
 	return p
 }
