@@ -3,7 +3,9 @@ package sweep
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
@@ -38,19 +40,40 @@ type TargetVerdict struct {
 	Verdict  verdict.Verdict `json:"verdict"`
 }
 
-// partRule says which way a part's bar points.
+// partRule says how capacity reads one bar part.
 type partRule struct {
 	name string
 	// ok reports whether a value holds the bar.
 	ok func(v, bar float64) bool
-	// pessimistic picks the bound of the interval that is worse for the recipe.
+	// higherIsWorse says which bound of the interval is worse for the recipe.
 	higherIsWorse bool
+	// byVerdict reads the part by its verdicts alone, for a part whose bar
+	// has its own rule (tool calls under load block only on a confident
+	// fail) or that capacity does not know: the centre and optimistic curves
+	// hold where the part did not fail, the pessimistic one where it passed,
+	// and crossings are not interpolated.
+	byVerdict bool
 }
 
 var partRules = []partRule{
-	{name: "ttft", ok: func(v, b float64) bool { return v <= b }, higherIsWorse: true},
-	{name: "interactivity", ok: func(v, b float64) bool { return v >= b }, higherIsWorse: false},
-	{name: "errors", ok: func(v, b float64) bool { return v < b }, higherIsWorse: true},
+	{name: verdict.PartTTFT, ok: func(v, b float64) bool { return v <= b }, higherIsWorse: true},
+	{name: verdict.PartInteractivity, ok: func(v, b float64) bool { return v >= b }, higherIsWorse: false},
+	{name: verdict.PartErrors, ok: func(v, b float64) bool { return v < b }, higherIsWorse: true},
+}
+
+// rulesFor returns the rules of every bar part in the steps: the known ones,
+// then every other part the steps carry (tool calls and any part added
+// later), read by verdict, in the order they first appear.
+func rulesFor(pts []Point) []partRule {
+	rules := slices.Clone(partRules)
+	for _, p := range pts {
+		for _, part := range p.Judged.Parts {
+			if !slices.ContainsFunc(rules, func(r partRule) bool { return r.name == part.Name }) {
+				rules = append(rules, partRule{name: part.Name, byVerdict: true})
+			}
+		}
+	}
+	return rules
 }
 
 // crossing is where one curve of one part first leaves the bar.
@@ -58,13 +81,21 @@ type crossing struct {
 	at      float64 // sessions
 	reached bool    // false: the curve held the bar at every step
 	below   bool    // the curve missed at the first step
+	// noData is true when the curve ended because the part had no value at
+	// the step after it (a missing measurement), not because it missed.
+	noData bool
+	step   int // the index of the step at which the curve left the bar
 }
 
 // CapacityOf computes capacity from the judged steps of one sweep. For each
 // bar part, the centre, pessimistic and optimistic curves are followed up the
 // ladder; where a curve first leaves the bar, the crossing is interpolated
 // linearly between that step and the one before. A missing value ends a curve
-// at the step before it: a missing measurement never passes.
+// at the step before it: a missing measurement never passes, but it bounds
+// nothing from above, so the upper bound it leaves is open. Every part the
+// steps carry takes part, tool calls included; limited_by names the part that
+// missed at the step where capacity ended, or "no data: <signals>" when
+// nothing missed there and a measurement was lacking.
 func CapacityOf(points []Point) Capacity {
 	if len(points) == 0 {
 		return Capacity{LimitedBy: "no data", Note: "no step ran"}
@@ -85,12 +116,15 @@ func CapacityOf(points []Point) Capacity {
 	}
 
 	c := Capacity{Sessions: math.Inf(1), Lo: math.Inf(1), Hi: math.Inf(1)}
+	openHi := math.Inf(1) // the lowest upper bound a missing measurement left
+	var binding crossing  // the centre crossing that set c.Sessions
+	bindingRule := ""
 	closest := "" // the part whose pessimistic bound crossed first
-	for _, rule := range partRules {
+	for _, rule := range rulesFor(pts) {
 		center, pess, opt := curveCrossings(pts, rule)
-		if center.reached && center.at < c.Sessions {
-			c.Sessions, c.LimitedBy = center.at, rule.name
-			c.BelowFirst = center.below
+		// the lowest crossing wins; at a tie, a miss names it before no data
+		if center.reached && (center.at < c.Sessions || (center.at == c.Sessions && binding.noData && !center.noData)) {
+			c.Sessions, binding, bindingRule = center.at, center, rule.name
 		}
 		if pess.reached {
 			if pess.at < c.Lo {
@@ -98,7 +132,10 @@ func CapacityOf(points []Point) Capacity {
 			}
 			c.Lo = math.Min(c.Lo, pess.at)
 		}
-		if opt.reached {
+		switch {
+		case opt.reached && opt.noData:
+			openHi = math.Min(openHi, opt.at)
+		case opt.reached:
 			c.Hi = math.Min(c.Hi, opt.at)
 		}
 	}
@@ -111,27 +148,70 @@ func CapacityOf(points []Point) Capacity {
 	}
 	if math.IsInf(c.Sessions, 1) {
 		// Some step did not pass, yet no part's curve left the bar: the
-		// verdicts came from something the parts do not show (e.g. too few
-		// turns). Stay at the last step that passed.
+		// verdicts came from something the parts do not show. Stay at the
+		// last step that passed.
 		lp := lastPass(pts)
 		return Capacity{Sessions: lp, Lo: lp, Hi: lp, LimitedBy: "unknown", HiOpen: true,
 			Note: "a step missed the bar without a part crossing it; capacity is the last step that passed"}
 	}
+	c.LimitedBy = limitedBy(pts[binding.step], bindingRule, binding.noData)
+	c.BelowFirst = binding.below && !strings.HasPrefix(c.LimitedBy, "no data")
 	if math.IsInf(c.Hi, 1) {
-		c.Hi, c.HiOpen = last, true
+		// no measured crossing bounds capacity from above: the bound is the
+		// last step with data, and open
+		c.Hi, c.HiOpen = math.Min(openHi, last), true
 	}
 	if math.IsInf(c.Lo, 1) {
 		c.Lo = c.Sessions
 	}
 	c.Lo = math.Min(c.Lo, c.Sessions)
 	c.Hi = math.Max(c.Hi, c.Sessions)
-	if c.LimitedBy == "" {
-		c.LimitedBy = "unknown"
-	}
-	if c.BelowFirst {
+	switch {
+	case c.BelowFirst:
 		c.Note = fmt.Sprintf("even the first step (%d sessions) missed the bar; nothing below it was measured", pts[0].Sessions)
+	case binding.noData && binding.below:
+		c.Note = fmt.Sprintf("the first step (%d sessions) read %s: capacity was not measured", pts[0].Sessions, c.LimitedBy)
+	case binding.noData && c.HiOpen:
+		c.Note = fmt.Sprintf("the step at %d sessions read %s: nothing above %s sessions was measured", pts[binding.step].Sessions, c.LimitedBy, fmtS(c.Hi))
 	}
 	return c
+}
+
+// limitedBy names what ended capacity at step p: the part whose curve left
+// the bar there when it missed; when the curve ended for lack of data, the
+// part that failed at that step (a part with no data often lacks it because
+// another failed: too many errors leave latency unjudged), or else
+// "no data: " and the signals (or parts) that were missing.
+func limitedBy(p Point, part string, noData bool) string {
+	if !noData {
+		return part
+	}
+	for _, rule := range rulesFor([]Point{p}) {
+		if q, ok := p.Judged.Part(rule.name); ok && q.Verdict == verdict.Fail {
+			return rule.name
+		}
+	}
+	var missing []string
+	for _, q := range p.Judged.Parts {
+		if q.Verdict == verdict.NoData {
+			for _, m := range q.Missing {
+				if !slices.Contains(missing, m) {
+					missing = append(missing, m)
+				}
+			}
+		}
+	}
+	if len(missing) == 0 {
+		for _, q := range p.Judged.Parts {
+			if q.Verdict == verdict.NoData {
+				missing = append(missing, q.Name)
+			}
+		}
+	}
+	if _, ok := p.Judged.Part(part); !ok && !slices.Contains(missing, part) {
+		missing = append(missing, part) // the step does not carry the part at all
+	}
+	return "no data: " + strings.Join(missing, ", ")
 }
 
 func lastPass(pts []Point) float64 {
@@ -165,7 +245,62 @@ func curveCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 			}
 		}
 	}
+	if rule.byVerdict {
+		notFail := func(v verdict.Verdict) bool { return v == verdict.Pass || v == verdict.TooClose }
+		passed := func(v verdict.Verdict) bool { return v == verdict.Pass }
+		return verdictCross(pts, rule.name, notFail, true, false), verdictCross(pts, rule.name, passed, false, false), verdictCross(pts, rule.name, notFail, true, true)
+	}
 	return crossAt(pts, rule, pick(0), true), crossAt(pts, rule, pick(1), false), crossAt(pts, rule, pick(2), true)
+}
+
+// lastHeld is the index of the step after which a curve leaves the bar:
+// the highest step that held (last) or the last of the first run that held.
+func lastHeld(held []bool, last bool) int {
+	k := -1
+	if last {
+		for i := len(held) - 1; i >= 0; i-- {
+			if held[i] {
+				return i
+			}
+		}
+		return -1
+	}
+	for i := range held {
+		if !held[i] {
+			break
+		}
+		k = i
+	}
+	return k
+}
+
+// hasValue reports whether step p measured the named part.
+func hasValue(p Point, name string) bool {
+	part, ok := p.Judged.Part(name)
+	return ok && part.Verdict != verdict.NoData
+}
+
+// verdictCross follows a part by its verdicts: it holds where held says so
+// and crosses at the last step that held, or (upper) at the step that did
+// not, since nothing tells where in between the part would have missed.
+func verdictCross(pts []Point, name string, held func(verdict.Verdict) bool, last, upper bool) crossing {
+	ok := make([]bool, len(pts))
+	for k, p := range pts {
+		part, found := p.Judged.Part(name)
+		ok[k] = found && held(part.Verdict)
+	}
+	k := lastHeld(ok, last)
+	switch {
+	case k == len(pts)-1:
+		return crossing{at: float64(pts[k].Sessions)}
+	case k < 0:
+		return crossing{at: 0, reached: true, below: true, noData: !hasValue(pts[0], name)}
+	}
+	c := crossing{at: float64(pts[k].Sessions), reached: true, step: k + 1, noData: !hasValue(pts[k+1], name)}
+	if upper && !c.noData {
+		c.at = float64(pts[k+1].Sessions)
+	}
+	return c
 }
 
 // crossAt finds where a curve leaves the bar: its first crossing, or (last)
@@ -174,46 +309,36 @@ func curveCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64, last bool) crossing {
 	held := make([]bool, len(pts))
 	vals := make([]float64, len(pts))
+	measured := func(k int) bool {
+		part, ok := pts[k].Judged.Part(rule.name)
+		return ok && part.Verdict != verdict.NoData && !math.IsNaN(value(part))
+	}
 	for k, p := range pts {
-		part, ok := p.Judged.Part(rule.name)
-		if !ok || part.Verdict == verdict.NoData || math.IsNaN(value(part)) {
+		if !measured(k) {
 			continue
 		}
+		part, _ := p.Judged.Part(rule.name)
 		vals[k] = value(part)
 		held[k] = rule.ok(vals[k], part.Bar) && part.Verdict != verdict.Fail
 	}
-	k := -1 // the step after which the curve leaves the bar
-	if last {
-		for i := len(pts) - 1; i >= 0; i-- {
-			if held[i] {
-				k = i
-				break
-			}
-		}
-	} else {
-		for i := range pts {
-			if !held[i] {
-				break
-			}
-			k = i
-		}
-	}
+	k := lastHeld(held, last)
 	switch {
 	case k == len(pts)-1:
 		return crossing{at: float64(pts[k].Sessions)} // held to the last step: not reached
 	case k < 0:
-		return crossing{at: 0, reached: true, below: true}
+		return crossing{at: 0, reached: true, below: true, noData: !measured(0)}
 	}
 	prevS, s := float64(pts[k].Sessions), float64(pts[k+1].Sessions)
-	part, ok := pts[k+1].Judged.Part(rule.name)
-	if !ok || part.Verdict == verdict.NoData || math.IsNaN(value(part)) {
-		return crossing{at: prevS, reached: true} // nothing measured past it: no interpolation into the unknown
+	if !measured(k + 1) {
+		// nothing measured past it: no interpolation into the unknown
+		return crossing{at: prevS, reached: true, noData: true, step: k + 1}
 	}
+	part, _ := pts[k+1].Judged.Part(rule.name)
 	at := prevS
 	if v, prevV := vals[k+1], vals[k]; v != prevV {
 		at = prevS + (part.Bar-prevV)/(v-prevV)*(s-prevS)
 	}
-	return crossing{at: math.Max(prevS, math.Min(s, at)), reached: true}
+	return crossing{at: math.Max(prevS, math.Min(s, at)), reached: true, step: k + 1}
 }
 
 // Target judges the target step against the capacity interval.
@@ -239,6 +364,8 @@ func (c Capacity) String() string {
 		return fmt.Sprintf(">= %g sessions (every step passed; the ceiling was not reached)", c.Sessions)
 	case c.BelowFirst:
 		return fmt.Sprintf("below the first step (95%% interval %s-%s), limited by %s", fmtS(c.Lo), fmtS(c.Hi), c.LimitedBy)
+	case c.Sessions == 0 && strings.HasPrefix(c.LimitedBy, "no data"):
+		return fmt.Sprintf("not measured (%s from the first step)", c.LimitedBy)
 	}
 	hi := fmtS(c.Hi)
 	if c.HiOpen {

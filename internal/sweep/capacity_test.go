@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/headroom-bench/headroom/internal/stats"
@@ -186,5 +187,129 @@ func TestCapacityIsTheMostSessionsHeld(t *testing.T) {
 	}
 	if got.Lo != 0 {
 		t.Errorf("lo = %g: the 2-session step's pessimistic bound crossed, so the interval reaches 0", got.Lo)
+	}
+}
+
+// withPart sets (or adds) a part of a judged step and makes the step's
+// verdict the worst of its parts again.
+func withPart(p Point, part verdict.Part) Point {
+	parts := append([]verdict.Part(nil), p.Judged.Parts...)
+	found := false
+	for i := range parts {
+		if parts[i].Name == part.Name {
+			parts[i], found = part, true
+		}
+	}
+	if !found {
+		parts = append(parts, part)
+	}
+	p.Judged.Parts, p.Judged.Verdict, p.Judged.Missing = parts, verdict.Pass, nil
+	for _, q := range parts {
+		p.Judged.Verdict = verdict.Worse(p.Judged.Verdict, q.Verdict)
+		p.Judged.Missing = append(p.Judged.Missing, q.Missing...)
+	}
+	return p
+}
+
+// noData is a part that could not be measured; missing lists the signals.
+func noData(name string, missing ...string) verdict.Part {
+	nan := math.NaN()
+	return verdict.Part{Name: name, Verdict: verdict.NoData, Value: stats.Summary{Center: nan, Lo: nan, Hi: nan}, Missing: missing}
+}
+
+// errorsAt is an error part at rate (lo-hi) against the 2% bar.
+func errorsAt(v verdict.Verdict, rate, lo, hi float64) verdict.Part {
+	return verdict.Part{Name: "errors", Verdict: v, Bar: 0.02, Value: stats.Summary{Center: rate, Lo: lo, Hi: hi}}
+}
+
+// toolCalls is the tool-call part under load (a share of mismatched calls
+// against a 2% bar, Clopper-Pearson interval), with its own verdict.
+func toolCalls(v verdict.Verdict, share, lo, hi float64) verdict.Part {
+	return verdict.Part{Name: "tool_calls", Verdict: v, Bar: 0.02, Value: stats.Summary{Center: share, Lo: lo, Hi: hi}}
+}
+
+// TestCapacityEveryPartCounts: every bar part takes part in capacity,
+// limited_by and the target, tool calls included, and limited_by names the
+// part that actually missed, or "no data: <signals>" when nothing missed and
+// a measurement was lacking.
+func TestCapacityEveryPartCounts(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	ok := func(n int) Point { return step(n, [3]float64{1, 0.5, 1.5}, fast) }
+	closeAt := func(n int) Point { return step(n, [3]float64{4.5, 3.5, 5.5}, fast) } // ttft too close
+	lowSent := func(n int) Point {
+		// errors end the step: 10% failed, so too few turns went out and
+		// latency reads no data without any signal missing
+		p := withPart(ok(n), noData("ttft"))
+		p = withPart(p, noData("interactivity"))
+		return withPart(p, errorsAt(verdict.Fail, 0.10, 0.08, 0.12))
+	}
+	cases := []struct {
+		name         string // what the sweep shows
+		points       []Point
+		want, lo, hi float64
+		hiOpen       bool
+		limitedBy    string
+		target       verdict.Verdict // at 15 sessions
+	}{
+		// The case: tool calls fail at 12, TTFT was too close at 8. It
+		// read "no step failed" with an open bound at 12 and a too-close
+		// target; now the tool-call fail ends capacity at 8, below 12.
+		// (TTFT's pessimistic bound still crosses at 7.8.)
+		{"tool calls fail", []Point{
+			withPart(ok(4), toolCalls(verdict.Pass, 0, 0, 0.1)),
+			withPart(closeAt(8), toolCalls(verdict.Pass, 0, 0, 0.1)),
+			withPart(ok(12), toolCalls(verdict.Fail, 0.2, 0.1, 0.3)),
+		}, 8, 7.8, 12, false, "tool_calls", verdict.Fail},
+		// Tool calls fail at the only step: below the first step, by tool calls.
+		{"tool calls fail at the first step", []Point{
+			withPart(ok(4), toolCalls(verdict.Fail, 0.2, 0.1, 0.3)),
+		}, 0, 0, 0, false, "tool_calls", verdict.Fail},
+		// An inconclusive tool-call pass (interval past the bar) does not end
+		// capacity: evals block only on a confident fail.
+		{"tool calls inconclusive", []Point{
+			withPart(ok(4), toolCalls(verdict.Pass, 0, 0, 0.3)), withPart(ok(8), toolCalls(verdict.Pass, 0.03, 0, 0.2)),
+		}, 8, 8, 8, true, "not reached", verdict.NoData},
+		// Errors end the sweep at 8 and latency is no data there: limited by
+		// errors, not by the TTFT whose curve ended for lack of data; the
+		// errors' optimistic curve (0 -> 8%) crosses 2% at 5, a closed bound.
+		{"errors end the sweep", []Point{ok(4), lowSent(8)}, 4, 4, 5, false, "errors", verdict.Fail},
+		// TTFT is missing at 8 and nothing else missed: no data, naming the
+		// signal; nothing was measured above 4, so the bound is open and a
+		// target above it is no data, never a fail.
+		{"ttft missing", []Point{ok(4), withPart(ok(8), noData("ttft", "ttft_seconds"))}, 4, 4, 4, true, "no data: ttft_seconds", verdict.NoData},
+		// A stall at 8: both latency parts no data, no signal missing: the parts are named.
+		{"latency no data", []Point{ok(4), withPart(withPart(ok(8), noData("ttft")), noData("interactivity"))}, 4, 4, 4, true, "no data: ttft, interactivity", verdict.NoData},
+		// The error counters are missing from the first step on: no data, not "below the first step".
+		{"no data from the first step", []Point{withPart(ok(4), noData("errors", "http_5xx"))}, 0, 0, 0, true, "no data: http_5xx", verdict.NoData},
+		// Interactivity fails at 8 as TTFT goes missing there: the fail is
+		// what missed; its optimistic curve (22 -> 6 tok/s) crosses 10 at 7.
+		{"a fail beside no data", []Point{ok(4), withPart(step(8, [3]float64{1, 0.5, 1.5}, [3]float64{5, 4, 6}), noData("ttft", "ttft_seconds"))}, 4, 4, 7, false, "interactivity", verdict.Fail},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := CapacityOf(c.points)
+			if !near(got.Sessions, c.want) || !near(got.Lo, c.lo) || !near(got.Hi, c.hi) || got.HiOpen != c.hiOpen {
+				t.Errorf("capacity = %g (%g-%g, hi open %v), want %g (%g-%g, hi open %v): %s", got.Sessions, got.Lo, got.Hi, got.HiOpen, c.want, c.lo, c.hi, c.hiOpen, got.Note)
+			}
+			if got.LimitedBy != c.limitedBy {
+				t.Errorf("limited by %q, want %q (%s)", got.LimitedBy, c.limitedBy, got)
+			}
+			if strings.HasPrefix(c.limitedBy, "no data") && got.BelowFirst {
+				t.Errorf("no data reads below the first step: %s", got)
+			}
+			if tv := got.Target(15).Verdict; tv != c.target {
+				t.Errorf("target 15: %s, want %s", tv, c.target)
+			}
+		})
+	}
+}
+
+// TestCapacityNoDataLine: a sweep whose first step read no data says so in
+// its capacity line, naming the signal, rather than "below the first step"
+// or "0 sessions".
+func TestCapacityNoDataLine(t *testing.T) {
+	p := withPart(step(4, [3]float64{1, 0.5, 1.5}, [3]float64{20, 18, 22}), noData("errors", "http_5xx"))
+	if got := CapacityOf([]Point{p}).String(); got != "not measured (no data: http_5xx from the first step)" {
+		t.Errorf("capacity line %q", got)
 	}
 }
