@@ -118,6 +118,10 @@ type Sweep struct {
 	// (moving-block bootstrap) instead of single windows, for windows that
 	// are not independent; 1 is the plain bootstrap.
 	BootstrapBlock int `json:"bootstrap_block"`
+	// ReadyTimeoutS is how long pre-flight waits, in modelled seconds, for
+	// an endpoint that is still starting (connection refused, 503 while the
+	// model loads) before it gives up; default 180.
+	ReadyTimeoutS float64 `json:"ready_timeout_s,omitempty"`
 }
 
 // Notify says where a run posts each phase's and step's numbers as they come.
@@ -289,6 +293,9 @@ func (r *Run) fillDefaults() {
 	}
 	if s.GPUWindowMin == 0 {
 		s.GPUWindowMin = 120
+	}
+	if s.ReadyTimeoutS == 0 {
+		s.ReadyTimeoutS = 180
 	}
 }
 
@@ -495,6 +502,9 @@ func (r Run) Validate() error {
 		bad("sweep.bootstrap_block", "must be at least 1 window, got %d", s.BootstrapBlock)
 	} else if s.StepS > 0 && s.WindowS > 0 && float64(s.BootstrapBlock) > s.StepS/s.WindowS/2 {
 		bad("sweep.bootstrap_block", "%d windows is more than half the %g windows of a step", s.BootstrapBlock, s.StepS/s.WindowS)
+	}
+	if s.ReadyTimeoutS < 0 {
+		bad("sweep.ready_timeout_s", "must be > 0 seconds (how long pre-flight waits for a starting endpoint), got %g", s.ReadyTimeoutS)
 	}
 	if s.Resamples < 100 {
 		bad("sweep.resamples", "must be at least 100, got %d", s.Resamples)
