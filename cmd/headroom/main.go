@@ -72,6 +72,6 @@ simulated gateway: no GPU, no cluster and no network needed.`,
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.AddCommand(runCmd(stdout, stderr), planCmd(stdout), evalCmd(stdout, stderr), judgeCmd(stdout), reportCmd(stdout), compareCmd(stdout), recipeCmd(stdout), simCmd(stderr), tracesCmd(stdout))
+	root.AddCommand(runCmd(stdout, stderr), planCmd(stdout), evalCmd(stdout, stderr), judgeCmd(stdout), reportCmd(stdout), compareCmd(stdout), recipeCmd(stdout), simCmd(stderr), tracesCmd(stdout), rehearseCmd(stdout, stderr), smokeCmd(stdout, stderr))
 	return root
 }
