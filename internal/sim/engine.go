@@ -27,9 +27,10 @@ type request struct {
 	// ---
 	malformed bool         // the malformed-tool-calls fault struck; set before the first token is published
 	produced  atomic.Int64 // tokens generated so far
-	cached    atomic.Int64 // prompt tokens served from the prefix cache at first scheduling
+	cached    atomic.Int64 // prompt tokens served from this engine's caches at first scheduling
 	aborted   atomic.Bool  // the client went away
 
+	external    int     // prompt tokens whose KV came from a prefill engine, at first scheduling
 	computed    int     // tokens whose KV is computed in the current residency
 	generated   int     // tokens sampled
 	registered  int     // prompt blocks of this residency already offered to the cache
@@ -432,14 +433,18 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 	r.computed = computed
 	r.registered = hits
 	e.grow(r, computed+n)
-	e.met.prefixQueries.Add(float64(target))
-	e.met.prefixHits.Add(float64(local))
-	e.met.queryTokens += float64(target)
+	e.met.queryTokens += float64(target) // SGLang's hit rate counts every prefill, retractions too
 	e.met.hitTokens += float64(local)
 	if !r.scheduled {
+		// vLLM records a request's lookup (queries and hits together) when
+		// it is admitted, and keeps the new lookups of a preempted request
+		// apart, unexported: each request counts once.
+		e.met.prefixQueries.Add(float64(target))
+		e.met.prefixHits.Add(float64(local))
 		r.scheduled = true
 		r.scheduledAt = start
 		r.cached.Store(int64(local))
+		r.external = computed - local
 		e.met.queueAtAdmit.Observe((start - r.arrival).Seconds())
 	}
 	e.waiting = e.waiting[1:]
@@ -546,7 +551,14 @@ func (e *engine) apply(end time.Duration, fs *faultState) {
 			}
 			r.firstAt = end
 			m.ttft.Observe((end - r.arrival).Seconds())
+			// Prompt tokens and the cached ones together, at the first token,
+			// as vLLM's output processor counts them.
+			local, ext := int(r.cached.Load()), r.external
 			m.promptTokens.Add(float64(r.prompt))
+			m.promptCached.Add(float64(local + ext))
+			m.promptBySource[sourceCompute].Add(float64(r.prompt - local - ext))
+			m.promptBySource[sourceCacheHit].Add(float64(local))
+			m.promptBySource[sourceExternal].Add(float64(ext))
 		} else {
 			m.itl.Observe((end - r.lastAt).Seconds())
 		}

@@ -19,6 +19,13 @@ const (
 	finishToolCalls = "tool_calls"
 )
 
+// Sources of prompt tokens, as vLLM labels vllm:prompt_tokens_by_source_total.
+const (
+	sourceCompute  = "local_compute"
+	sourceCacheHit = "local_cache_hit"
+	sourceExternal = "external_kv_transfer"
+)
+
 // Bucket boundaries as vLLM v1 declares them (vllm/v1/metrics/loggers.py).
 var (
 	ttftBuckets = []float64{
@@ -62,7 +69,9 @@ type metrics struct {
 	usedTokens, cacheHitRate  prometheus.Gauge // SGLang's num_used_tokens and cache_hit_rate
 
 	prefixQueries, prefixHits, preemptions prometheus.Counter
-	promptTokens, generationTokens         prometheus.Counter // per token as it is computed (vLLM)
+	promptTokens, generationTokens         prometheus.Counter // prompt tokens at the first token, generated tokens as sampled (vLLM)
+	promptCached                           prometheus.Counter // with promptTokens: those served from a cache or a prefill engine
+	promptBySource                         map[string]prometheus.Counter
 	// At a request's end (SGLang's tokenizer counts there).
 	promptTokensDone, generationTokensDone, cachedTokensDone prometheus.Counter
 	success                                                  map[string]prometheus.Counter // by engine finish reason
@@ -95,7 +104,8 @@ func unregistered() *metrics {
 	m := &metrics{
 		reg:     prometheus.NewRegistry(),
 		running: g(), waiting: g(), kvUsage: g(), usedTokens: g(), cacheHitRate: g(),
-		prefixQueries: c(), prefixHits: c(), preemptions: c(), promptTokens: c(), generationTokens: c(),
+		prefixQueries: c(), prefixHits: c(), preemptions: c(), promptTokens: c(), generationTokens: c(), promptCached: c(),
+		promptBySource:   map[string]prometheus.Counter{sourceCompute: c(), sourceCacheHit: c(), sourceExternal: c()},
 		promptTokensDone: c(), generationTokensDone: c(), cachedTokensDone: c(),
 		success: map[string]prometheus.Counter{finishStop: c(), finishLength: c(), finishAbort: c()},
 		ttft:    h(), itl: h(), tpot: h(), e2e: h(), queue: h(), inference: h(), prefill: h(), decode: h(),
@@ -162,6 +172,15 @@ func newMetrics(p Profile) *metrics {
 	m.prefixHits = f.counter("vllm:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.")
 	m.preemptions = f.counter("vllm:num_preemptions_total", "Requests preempted (recompute) for lack of KV blocks.")
 	m.promptTokens = f.counter("vllm:prompt_tokens_total", "Prompt tokens of requests that produced their first token.")
+	m.promptCached = f.counter("vllm:prompt_tokens_cached_total", "Cached prompt tokens (local and external) of requests that produced their first token.")
+	bySource := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "vllm:prompt_tokens_by_source_total",
+		Help: "Prompt tokens of requests that produced their first token, by where their KV came from.",
+	}, append(append([]string{}, f.labels...), "source"))
+	reg.MustRegister(bySource)
+	for _, src := range []string{sourceCompute, sourceCacheHit, sourceExternal} {
+		m.promptBySource[src] = bySource.WithLabelValues(p.Model, "0", src)
+	}
 	m.generationTokens = f.counter("vllm:generation_tokens_total", "Generated tokens.")
 
 	succ := prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -168,6 +168,8 @@ func TestMetricsExposition(t *testing.T) {
 		"vllm:prefix_cache_queries_total":            dto.MetricType_COUNTER,
 		"vllm:prefix_cache_hits_total":               dto.MetricType_COUNTER,
 		"vllm:prompt_tokens_total":                   dto.MetricType_COUNTER,
+		"vllm:prompt_tokens_cached_total":            dto.MetricType_COUNTER,
+		"vllm:prompt_tokens_by_source_total":         dto.MetricType_COUNTER,
 		"vllm:generation_tokens_total":               dto.MetricType_COUNTER,
 		"vllm:num_preemptions_total":                 dto.MetricType_COUNTER,
 		"vllm:cache_config_info":                     dto.MetricType_GAUGE,
