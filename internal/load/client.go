@@ -76,6 +76,9 @@ type Result struct {
 	// FirstAnswer is the first answer token; zero when none came.
 	FirstAnswer   time.Time
 	Error, Detail string
+	// RetryAfter is the wait a refusal's Retry-After header asked for
+	// (retryAfter); 0 when it sent none.
+	RetryAfter time.Duration
 }
 
 // Stream sends one chat completion whose single user message is prompt,
@@ -120,6 +123,7 @@ func (c *Client) Stream(ctx context.Context, prompt []byte, maxTokens int, deadl
 	defer resp.Body.Close()
 	res.Status = resp.StatusCode
 	if resp.StatusCode != http.StatusOK {
+		res.RetryAfter = retryAfter(resp.Header)
 		detail, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
 		class := ErrServer
 		if resp.StatusCode >= 400 && resp.StatusCode < 500 {

@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -45,7 +46,10 @@ type Options struct {
 	// Timeout. A priming request past it is recorded as a timeout and the lane
 	// goes on unprimed.
 	PrimeTimeout time.Duration
-	Seed         uint64
+	// Retry is how a lane retries a turn and backs off a failing endpoint;
+	// zero fields take DefaultRetry's.
+	Retry RetryPolicy
+	Seed  uint64
 	// Sink receives every record; it is called from many goroutines.
 	Sink func(Record)
 	// OnSend, if set, receives each request as it goes out (no outcome yet),
@@ -64,8 +68,11 @@ type TierShare struct {
 // session ends.
 type Generator struct {
 	o          Options
+	retry      RetryPolicy
 	mu         sync.Mutex
 	lanes      []*lane
+	history    map[int]*laneHistory // by lane id, over every start of that lane
+	epoch      atomic.Int64         // see Reseed
 	wg         sync.WaitGroup
 	tag        atomic.Pointer[Tag]
 	inFlight   atomic.Int64
@@ -76,6 +83,15 @@ type Generator struct {
 
 	primeMu sync.Mutex
 	priming Priming
+
+	ghosts ghosts // unsent turns of failed conversations, not yet due
+}
+
+// laneHistory is what every start of one lane id did so far: a lane started
+// again goes on with the next plays of its order, never replaying one.
+type laneHistory struct {
+	plays  int // plays begun, the next play's number
+	starts int
 }
 
 // Tag is what records sent now are labelled with.
@@ -99,10 +115,23 @@ type Priming struct {
 }
 
 type lane struct {
-	id       int
-	start    uint64 // unique per lane start, so no two plays of the run share a marker
-	tier     string
-	stop     atomic.Bool
+	id    int
+	start uint64 // unique per lane start, so no two plays of the run share a marker
+	tier  string
+	// restart marks a lane id started before, or started after a Reseed:
+	// its start points are drawn afresh.
+	restart bool
+	epoch   int64
+	stop    atomic.Bool
+	// ctx ends the lane's waits (think time, backoff) when it is stopped;
+	// its requests in flight run on the generator's and finish.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// streak counts the lane's consecutive failures a retry may get past;
+	// a success resets it. backoffs counts its waits, to draw their jitter.
+	streak   atomic.Int64
+	backoffs atomic.Uint64
+	pace     pace
 	inFlight atomic.Int64
 	peak     atomic.Int64 // the most requests this lane ever had in flight at once
 
@@ -141,7 +170,7 @@ func (l *lane) idealCached(marker uint64, ids []int64, blockSize, tokens int) in
 // NewGenerator returns a generator with no lanes running.
 func NewGenerator(o Options) *Generator {
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Generator{o: o, ctx: ctx, cancel: cancel, tierFlight: map[string]*atomic.Int64{}}
+	g := &Generator{o: o, retry: o.Retry.orDefault(), ctx: ctx, cancel: cancel, tierFlight: map[string]*atomic.Int64{}, history: map[int]*laneHistory{}}
 	for tier := range o.Tiers {
 		g.tierFlight[tier] = new(atomic.Int64)
 	}
@@ -151,11 +180,21 @@ func NewGenerator(o Options) *Generator {
 		}
 	}
 	g.tag.Store(&Tag{Phase: PhaseWarmup})
+	g.ghosts.due.Store(math.MaxInt64)
 	return g
 }
 
-// SetTag labels the records of requests sent from now on.
-func (g *Generator) SetTag(t Tag) { g.tag.Store(&t) }
+// SetTag labels the records of requests sent from now on. A change of tag
+// ends the time the old one was judged in: the unsent turns of failed
+// conversations due by now are recorded, the later ones dropped.
+func (g *Generator) SetTag(t Tag) { g.retag(t) }
+
+// Reseed makes the lanes started from now on draw fresh plays: start points
+// from a new seed (mixed with epoch), as a repeated step must not replay the
+// traffic whose windows it pools with. Every lane start already gets new
+// cache markers, and a lane id started again goes on with the next sessions
+// of its order; Reseed(0) on a new generator changes nothing.
+func (g *Generator) Reseed(epoch int) { g.epoch.Store(int64(epoch)) }
 
 // InFlight is the number of requests waiting on the server now. With
 // subagents a lane can have more than one.
@@ -186,10 +225,20 @@ func (g *Generator) SetSessions(n int) {
 	for len(g.lanes) > n {
 		last := g.lanes[len(g.lanes)-1]
 		last.stop.Store(true)
+		last.cancel()
 		g.lanes = g.lanes[:len(g.lanes)-1]
 	}
 	for len(g.lanes) < n {
-		l := &lane{id: len(g.lanes), tier: tierOf(len(g.lanes), g.o.Mix), start: g.starts.Add(1)}
+		id := len(g.lanes)
+		h := g.history[id]
+		if h == nil {
+			h = &laneHistory{}
+			g.history[id] = h
+		}
+		h.starts++
+		epoch := g.epoch.Load()
+		l := &lane{id: id, tier: tierOf(id, g.o.Mix), start: g.starts.Add(1), restart: h.starts > 1 || epoch != 0, epoch: epoch}
+		l.ctx, l.cancel = context.WithCancel(g.ctx)
 		g.lanes = append(g.lanes, l)
 		g.wg.Add(1)
 		go g.run(l)
@@ -209,6 +258,10 @@ func (g *Generator) Stop(grace time.Duration) {
 		<-done
 	}
 	g.cancel()
+	// the lanes are gone: the unsent turns due by now count, no later ones
+	g.ghosts.mu.Lock()
+	g.emitLocked(g.o.Clock.Now(), true)
+	g.ghosts.mu.Unlock()
 }
 
 // tierOf spreads tiers evenly over lanes: after any n lanes, each tier has
@@ -234,93 +287,65 @@ func tierOf(i int, mix []TierShare) string {
 	return mix[pick].Tier
 }
 
-// plan is a session cut into the parent's turns and its subagents'
-// branches, with where each branch forks and joins.
-//
-// A branch (one subagent's turns) starts after the parent turn that precedes
-// its first turn, and gates the first later parent turn that starts after the
-// branch ends (its last turn's start plus api_time): that turn waits for it,
-// as a parent waits for a subagent's result. A branch that ends after the
-// parent's last turn starts gates nothing and runs in the background; the
-// play ends when the parent and every branch have.
-type plan struct {
-	parent   []int // indices into Session.Turns
-	branches []branch
-}
-
-type branch struct {
-	turns []int // indices into Session.Turns, in order
-	after int   // the parent position it follows; -1: the start of the play
-	gate  int   // the parent position that waits for it; -1: none
-}
-
-func planOf(s Session) plan {
-	var p plan
-	byAgent := map[string]int{}
-	for i, t := range s.Turns {
-		if t.Agent == "" {
-			p.parent = append(p.parent, i)
-			continue
-		}
-		b, ok := byAgent[t.Agent]
-		if !ok {
-			b = len(p.branches)
-			byAgent[t.Agent] = b
-			p.branches = append(p.branches, branch{})
-		}
-		p.branches[b].turns = append(p.branches[b].turns, i)
-	}
-	for k := range p.branches {
-		b := &p.branches[k]
-		end := 0.0
-		for _, i := range b.turns {
-			end = max(end, s.Turns[i].Start+s.Turns[i].APITime)
-		}
-		b.after, b.gate = -1, -1
-		for pos, i := range p.parent {
-			// Turns are in start order, a parent before the subagent it spawns
-			if i < b.turns[0] {
-				b.after = pos
-			}
-		}
-		for pos := b.after + 1; pos < len(p.parent); pos++ {
-			if s.Turns[p.parent[pos]].Start >= end {
-				b.gate = pos
-				break
-			}
-		}
-	}
-	return p
-}
-
+// run replays sessions on one lane until it is stopped. Each lane id has
+// its own order of the tier's sessions; a lane id started again goes on
+// with the next play of that order and draws its start point afresh.
 func (g *Generator) run(l *lane) {
 	defer g.wg.Done()
+	defer l.cancel()
 	sessions := g.o.Tiers[l.tier]
 	if len(sessions) == 0 {
 		return
 	}
 	rng := rand.New(rand.NewPCG(g.o.Seed, uint64(l.id)+1))
 	order := rng.Perm(len(sessions))
-	for play := 0; !g.stopped(l); play++ {
-		s := sessions[order[play%len(order)]]
-		g.play(l, s, planOf(s), play, rng)
+	if l.restart {
+		rng = rand.New(rand.NewPCG(g.o.Seed^mix64(uint64(l.epoch)), l.start))
 	}
+	for first := true; !g.stopped(l); first = false {
+		// a conversation that ended on what a retry gets past (its tries
+		// ran out) is followed by a wait, as its retries were
+		if k := l.streak.Load(); k > 0 {
+			if g.backoff(l, k, 0) != nil {
+				return
+			}
+		}
+		play := g.claimPlay(l.id)
+		s := sessions[order[play%len(order)]]
+		g.play(l, s, planOf(s), play, first, rng)
+	}
+}
+
+// claimPlay returns the number of lane id's next play.
+func (g *Generator) claimPlay(id int) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := g.history[id]
+	h.plays++
+	return h.plays - 1
 }
 
 func (g *Generator) stopped(l *lane) bool { return l.stop.Load() || g.ctx.Err() != nil }
 
 // play replays one session: the parent's turns in order on this goroutine,
-// each branch on its own once its fork point has passed.
-func (g *Generator) play(l *lane, s Session, p plan, play int, rng *rand.Rand) {
+// each branch on its own once its fork point has passed. The first play of
+// a lane start joins the session at a seeded point.
+func (g *Generator) play(l *lane, s Session, p plan, play int, first bool, rng *rand.Rand) {
 	// a lane started again (after a drain, say) is a new lane to the cache
 	marker := l.start<<32 | uint64(play)
 	start := 0
-	if play == 0 && len(p.parent) > 1 {
+	if first && len(p.parent) > 1 {
 		// Start at a seeded point inside the session, and prime the cache
 		// with the parent turn before it so the lane joins warm.
 		start = rng.IntN(len(p.parent))
 		if start > 0 {
-			g.prime(l, s, marker, play, p.parent[start-1])
+			// an endpoint turning requests away: wait before the first turn
+			// as before a retry (a prime past its own bound needs no wait)
+			if rec, after := g.prime(l, s, marker, play, p.parent[start-1]); rec.Error != ErrTimeout && retryable(rec) {
+				if g.backoff(l, l.streak.Add(1), after) != nil {
+					return
+				}
+			}
 		}
 	}
 	var wg sync.WaitGroup
@@ -360,12 +385,15 @@ func (g *Generator) play(l *lane, s Session, p plan, play int, rng *rand.Rand) {
 		}
 		i := p.parent[pos]
 		if pos > start {
-			if err := g.o.Clock.Sleep(g.ctx, g.think(s.Turns[i])); err != nil {
+			if err := g.o.Clock.Sleep(l.ctx, g.think(s.Turns[i])); err != nil {
 				return
 			}
 		}
-		rec := g.send(l, s, marker, play, i, "")
-		if rec.Failed() && rec.Error != ErrAborted {
+		rec := g.try(l, s, marker, play, i)
+		if rec.Failed() {
+			if rec.Error == ErrAborted || g.stopped(l) {
+				return
+			}
 			// the conversation ends: its later turns, and the subagents
 			// they would have spawned, are never sent
 			var rest []int
@@ -375,7 +403,7 @@ func (g *Generator) play(l *lane, s Session, p plan, play int, rng *rand.Rand) {
 					rest = append(rest, b.turns...)
 				}
 			}
-			g.unsent(l, s, play, rest, rec.Send)
+			g.abandon(l, s, play, rest, rec)
 			return
 		}
 		spawn(pos)
@@ -389,27 +417,30 @@ func (g *Generator) branch(l *lane, s Session, marker uint64, play int, turns []
 			return
 		}
 		if k > 0 {
-			if err := g.o.Clock.Sleep(g.ctx, g.think(s.Turns[i])); err != nil {
+			if err := g.o.Clock.Sleep(l.ctx, g.think(s.Turns[i])); err != nil {
 				return
 			}
 		}
-		rec := g.send(l, s, marker, play, i, "")
-		if rec.Failed() && rec.Error != ErrAborted {
-			g.unsent(l, s, play, turns[k+1:], rec.Send)
+		rec := g.try(l, s, marker, play, i)
+		if rec.Failed() {
+			if rec.Error != ErrAborted && !g.stopped(l) {
+				g.abandon(l, s, play, turns[k+1:], rec)
+			}
 			return
 		}
 	}
 }
 
 // prime sends a priming request (max_tokens 1) bounded by PrimeTimeout; its
-// outcome is recorded but does not stop the lane.
-func (g *Generator) prime(l *lane, s Session, marker uint64, play, i int) {
+// outcome is recorded but does not stop the lane. It returns the record and
+// the wait a refusal's Retry-After asked for.
+func (g *Generator) prime(l *lane, s Session, marker uint64, play, i int) (Record, time.Duration) {
 	g.primeMu.Lock()
 	g.priming.Started++
 	g.priming.Pending++
 	g.primeMu.Unlock()
 	began := g.o.Clock.Now()
-	rec := g.send(l, s, marker, play, i, PhasePrime)
+	rec, after := g.send(l, s, marker, play, i, PhasePrime, 0)
 	ended := g.o.Clock.Now()
 	g.primeMu.Lock()
 	g.priming.Pending--
@@ -422,6 +453,10 @@ func (g *Generator) prime(l *lane, s Session, marker uint64, play, i int) {
 	g.priming.Last = max(g.priming.Last, ended)
 	g.priming.Longest = max(g.priming.Longest, ended-began)
 	g.primeMu.Unlock()
+	if !rec.Failed() {
+		l.streak.Store(0)
+	}
+	return rec, after
 }
 
 func (g *Generator) think(t trace.Turn) time.Duration {
@@ -438,7 +473,10 @@ func (g *Generator) think(t trace.Turn) time.Duration {
 // bufPool holds prompt buffers; a lane with branches needs one per branch.
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
-func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase string) Record {
+// send sends try attempt of turn i and records it; it returns the record
+// and the wait a refusal's Retry-After asked for.
+func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase string, attempt int) (Record, time.Duration) {
+	g.emitDue()
 	t := s.Turns[i]
 	bp := bufPool.Get().(*[]byte)
 	defer bufPool.Put(bp)
@@ -469,8 +507,11 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	sent := time.Now()
 	rec := Record{
 		V: RecordVersion, Step: tag.Step, Sessions: tag.Sessions, Phase: phase,
-		Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent,
+		Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent, Attempt: attempt,
 		PlannedPromptTokens: t.In, IdealCachedTokens: ideal, MaxTokens: maxTokens, Send: c.At(sent).Seconds(),
+	}
+	if phase == tag.Phase && attempt == 0 {
+		l.pace.observe(tag, c.At(sent))
 	}
 	if g.o.OnSend != nil {
 		g.o.OnSend(rec)
@@ -492,7 +533,7 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 		rec.FirstAnswer = c.At(res.FirstAnswer).Seconds()
 	}
 	g.o.Sink(rec)
-	return rec
+	return rec, res.RetryAfter
 }
 
 // raise lifts peak to n if n is higher.
@@ -501,19 +542,5 @@ func raise(peak *atomic.Int64, n int64) {
 		if peak.CompareAndSwap(p, n) {
 			return
 		}
-	}
-}
-
-// unsent records the turns a failed conversation never sent: they are errors.
-func (g *Generator) unsent(l *lane, s Session, play int, turns []int, at float64) {
-	tag := *g.tag.Load()
-	for _, i := range turns {
-		t := s.Turns[i]
-		g.o.Sink(Record{
-			V: RecordVersion, Step: tag.Step, Sessions: tag.Sessions, Phase: tag.Phase,
-			Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent,
-			PlannedPromptTokens: t.In, MaxTokens: max(t.Out, 1), Send: at,
-			Error: ErrUnsent, Detail: "an earlier turn of this conversation failed",
-		})
 	}
 }

@@ -29,7 +29,7 @@ const (
 	ErrAborted     = "aborted"      // the run cancelled the request
 	ErrConnect     = "connect"      // the request never reached the server
 	ErrStream      = "stream"       // the stream broke or carried an error
-	ErrUnsent      = "unsent"       // a turn the failed conversation never sent
+	ErrUnsent      = "unsent"       // a turn the failed conversation never sent, stamped when the lane would have sent it
 	ErrNoUsage     = "no_usage"     // the stream ended without a usage chunk
 	ErrEmptyAnswer = "empty_answer" // the stream ended without any token
 )
@@ -47,6 +47,10 @@ type Record struct {
 	Play     int    `json:"play"` // how many times this lane replayed a session before
 	Turn     int    `json:"turn"`
 	Agent    string `json:"agent,omitempty"` // subagent id, empty for the parent
+	// Attempt is which try of its turn the request was: 0 for the first, 1
+	// for the first retry (see RetryPolicy). Every try is a record of its own
+	// and a failed one counts as an error.
+	Attempt int `json:"attempt,omitempty"`
 
 	PlannedPromptTokens int `json:"planned_prompt_tokens"`
 	ServedPromptTokens  int `json:"served_prompt_tokens"` // usage.prompt_tokens
