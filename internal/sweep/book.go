@@ -15,15 +15,29 @@ type Book struct {
 	next    func(load.Record)
 }
 
-// pendingKey names one request in flight.
+// pendingKey names one request in flight: each try of a turn is a request
+// of its own, even when two are stamped at the same modelled instant.
 type pendingKey struct {
-	lane, play, turn int
-	agent            string
-	send             float64
+	lane, play, turn, attempt int
+	agent                     string
+	send                      float64
 }
 
 func keyOf(r load.Record) pendingKey {
-	return pendingKey{lane: r.Lane, play: r.Play, turn: r.Turn, agent: r.Agent, send: r.Send}
+	return pendingKey{lane: r.Lane, play: r.Play, turn: r.Turn, attempt: r.Attempt, agent: r.Agent, send: r.Send}
+}
+
+// reseeder is a Load that can draw fresh plays for a repeat
+// (load.Generator.Reseed).
+type reseeder interface{ Reseed(epoch int) }
+
+// reseed makes the lanes l starts from now on draw fresh plays, when it can:
+// a repeated step must not replay the traces, start points and markers of
+// the step whose windows it pools with.
+func reseed(l Load, epoch int) {
+	if r, ok := l.(reseeder); ok {
+		r.Reseed(epoch)
+	}
 }
 
 // Sent is the load generator's OnSend: a request went out and its outcome is

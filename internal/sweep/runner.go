@@ -192,6 +192,7 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		// a repeat must not inherit the backlog of the step that missed:
 		// stop the lanes and let the engine drain before climbing again
 		r.Load.SetSessions(0)
+		reseed(r.Load, 1) // the repeats draw fresh plays: other start points, new markers
 		if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
 			res.Warnings = append(res.Warnings, "before the repeats: "+pf.Detail+"; they start on a backlog")
 		}
