@@ -1,6 +1,7 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -46,6 +47,23 @@ type Summary struct {
 	// context, and how many were dropped for it; nil when the context was
 	// not known or pre-flight did not get that far.
 	OverContext *OverContext `json:"over_context,omitempty"`
+	// Error is why the run ended in a rig error (a phase failed, the engine
+	// was not idle after it, it was interrupted); empty when it finished.
+	Error string `json:"error,omitempty"`
+}
+
+// MarshalJSON writes the summary; a run that judged no step measured no
+// capacity, and its capacity is null.
+func (s Summary) MarshalJSON() ([]byte, error) {
+	type plain Summary
+	var c *sweep.Capacity
+	if len(s.Steps) > 0 {
+		c = &s.Capacity
+	}
+	return json.Marshal(struct {
+		plain
+		Capacity *sweep.Capacity `json:"capacity"`
+	}{plain(s), c})
 }
 
 // OverContext is how the run's planned turns (the turns of every session
@@ -151,6 +169,130 @@ type Step struct {
 	MeasureStartS    float64           `json:"measure_start_s"`
 	EndS             float64           `json:"end_s"`
 	Windows          int               `json:"windows"`
+	// CacheReported says whether the server reported prefix-cache hits over
+	// the step; a hit rate it does not report reads "not reported", not 0%.
+	CacheReported bool `json:"cache_reported"`
+}
+
+// MarshalJSON writes the step with its values; a value that was not
+// measured (a part that read no data) is null, never 0.
+func (s Step) MarshalJSON() ([]byte, error) {
+	type plain Step
+	var parts []json.RawMessage
+	for _, p := range s.Parts {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return nil, err
+		}
+		if math.IsNaN(p.Value.Center) {
+			if b, err = withValue(b, nullable(p.Value)); err != nil {
+				return nil, err
+			}
+		}
+		parts = append(parts, b)
+	}
+	return json.Marshal(struct {
+		plain
+		TTFTP90          valueJSON         `json:"ttft_p90"`
+		InteractivityP90 valueJSON         `json:"interactivity_p90"`
+		ErrorRate        valueJSON         `json:"error_rate"`
+		Parts            []json.RawMessage `json:"parts"`
+	}{plain(s), nullable(s.TTFTP90), nullable(s.InteractivityP90), nullable(s.ErrorRate), parts})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes; null reads as no data.
+func (s *Step) UnmarshalJSON(b []byte) error {
+	type plain Step
+	var j struct {
+		plain
+		TTFTP90          valueJSON         `json:"ttft_p90"`
+		InteractivityP90 valueJSON         `json:"interactivity_p90"`
+		ErrorRate        valueJSON         `json:"error_rate"`
+		Parts            []json.RawMessage `json:"parts"`
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Step(j.plain)
+	s.TTFTP90, s.InteractivityP90, s.ErrorRate = j.TTFTP90.summary(), j.InteractivityP90.summary(), j.ErrorRate.summary()
+	s.Parts = nil
+	for _, raw := range j.Parts {
+		var p verdict.Part
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return err
+		}
+		var v struct {
+			Value valueJSON `json:"value"`
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return err
+		}
+		p.Value = v.Value.summary()
+		s.Parts = append(s.Parts, p)
+	}
+	return nil
+}
+
+// valueJSON is a value with its interval as summary.json writes it: a
+// number, "+Inf" or "-Inf", or null where nothing was measured.
+type valueJSON struct {
+	Center     *stats.Number `json:"value"`
+	Lo         *stats.Number `json:"lo"`
+	Hi         *stats.Number `json:"hi"`
+	Confidence float64       `json:"confidence"`
+	Warnings   []string      `json:"warnings,omitempty"`
+}
+
+func nullable(s stats.Summary) valueJSON {
+	num := func(v float64) *stats.Number {
+		if math.IsNaN(v) {
+			return nil
+		}
+		n := stats.Number(v)
+		return &n
+	}
+	return valueJSON{num(s.Center), num(s.Lo), num(s.Hi), s.Confidence, s.Warnings}
+}
+
+func (v valueJSON) summary() stats.Summary {
+	f := func(n *stats.Number) float64 {
+		if n == nil {
+			return math.NaN()
+		}
+		return float64(*n)
+	}
+	return stats.Summary{Center: f(v.Center), Lo: f(v.Lo), Hi: f(v.Hi), Confidence: v.Confidence, Warnings: v.Warnings}
+}
+
+// withValue replaces the "value" of a JSON object.
+func withValue(obj []byte, v valueJSON) ([]byte, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m["value"] = b
+	return json.Marshal(m)
+}
+
+// SetCacheReported records whether the server reported prefix-cache hits
+// over the step.
+func (s *Step) SetCacheReported(ok bool) { s.CacheReported = ok }
+
+// CacheHit is the step's prefix-cache hit rate as people read it: a
+// percentage, "not reported" when the server does not count hits, or "no
+// data" when no prompt tokens were counted.
+func (s Step) CacheHit() string {
+	switch {
+	case !s.CacheReported && s.Tokens.Cached <= 0:
+		return "not reported"
+	case s.Tokens.Prompt <= 0:
+		return "no data"
+	}
+	return fmt.Sprintf("%.0f%%", 100*s.Tokens.Cached/s.Tokens.Prompt)
 }
 
 // StepOf flattens a sweep step for the summary.
@@ -162,7 +304,15 @@ func StepOf(s sweep.StepResult) Step {
 	}
 	nan := stats.Summary{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN()}
 	out.TTFTP90, out.InteractivityP90, out.ErrorRate = nan, nan, nan
-	for _, p := range s.Judged.Parts {
+	out.CacheReported = s.Tokens.Cached > 0
+	// a part that could not be measured has no value, never 0
+	out.Parts = append([]verdict.Part(nil), s.Judged.Parts...)
+	for i, p := range out.Parts {
+		if p.Verdict == verdict.NoData {
+			out.Parts[i].Value = stats.Summary{Center: math.NaN(), Lo: math.NaN(), Hi: math.NaN(), Warnings: p.Value.Warnings}
+			out.Parts[i].Margin = math.NaN()
+			p = out.Parts[i]
+		}
 		switch p.Name {
 		case "ttft":
 			out.TTFTP90 = p.Value
@@ -219,7 +369,11 @@ func WriteText(w io.Writer, s Summary) error {
 	if len(s.Phases) > 0 {
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "capacity: %s\n", s.Capacity)
+	if len(s.Steps) == 0 {
+		b.WriteString("capacity: not measured (no step was judged)\n")
+	} else {
+		fmt.Fprintf(&b, "capacity: %s\n", s.Capacity)
+	}
 	fmt.Fprintf(&b, "cost: %s\n", costLine(s.Cost))
 	if s.Target != nil {
 		fmt.Fprintf(&b, "target %d sessions: %s\n", s.Target.Sessions, s.Target.Verdict)
@@ -238,6 +392,9 @@ func WriteText(w io.Writer, s Summary) error {
 	}
 	for _, w := range s.Warnings {
 		fmt.Fprintf(&b, "warning: %s\n", w)
+	}
+	if s.Error != "" {
+		fmt.Fprintf(&b, "error: %s\n", s.Error)
 	}
 	fmt.Fprintf(&b, "run directory: %s\n", s.RunDir)
 	_, err := io.WriteString(w, b.String())
@@ -270,14 +427,10 @@ func writeStepTable(b *strings.Builder, steps []Step, md bool) {
 	head := []string{"sessions", "verdict", "P90 TTFT s (95% CI)", "P90 tok/s/user (95% CI)", "errors (95% CI)", "turns", "in flight/session", "cache hit"}
 	rows := [][]string{}
 	for _, s := range steps {
-		hit := "-"
-		if s.Tokens.Prompt > 0 {
-			hit = fmt.Sprintf("%.0f%%", 100*s.Tokens.Cached/s.Tokens.Prompt)
-		}
 		rows = append(rows, []string{
 			fmt.Sprint(s.Sessions), string(s.Verdict),
-			fmtCI(s.TTFTP90, 2, 1), fmtCI(s.InteractivityP90, 1, 1), fmtCI(s.ErrorRate, 1, 100) + "%",
-			fmt.Sprint(s.Load.Planned), fmt.Sprintf("%.2f", s.Load.InFlightPerSession), hit,
+			fmtCI(s.TTFTP90, 2, 1), fmtCI(s.InteractivityP90, 1, 1), fmtPercentCI(s.ErrorRate, 1),
+			fmt.Sprint(s.Load.Planned), fmt.Sprintf("%.2f", s.Load.InFlightPerSession), s.CacheHit(),
 		})
 	}
 	if md {
@@ -320,11 +473,23 @@ func fmtCI(s stats.Summary, digits int, scale float64) string {
 	return fmt.Sprintf("%s (%s-%s)", f(s.Center), f(s.Lo), f(s.Hi))
 }
 
+// fmtPercentCI is fmtCI of a share, in percent.
+func fmtPercentCI(s stats.Summary, digits int) string {
+	if math.IsNaN(s.Center) {
+		return "no data"
+	}
+	return fmtCI(s, digits, 100) + "%"
+}
+
 // Markdown renders report.md.
 func Markdown(s Summary) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# headroom: %s\n\n", s.Recipe.Name)
-	fmt.Fprintf(&b, "**Capacity: %s.**  \n", s.Capacity)
+	if len(s.Steps) == 0 {
+		b.WriteString("**Capacity: not measured (no step was judged).**  \n")
+	} else {
+		fmt.Fprintf(&b, "**Capacity: %s.**  \n", s.Capacity)
+	}
 	fmt.Fprintf(&b, "**Cost: %s.**\n\n", costLine(s.Cost))
 	if s.Target != nil {
 		fmt.Fprintf(&b, "Target of %d sessions: **%s**.\n\n", s.Target.Sessions, s.Target.Verdict)
@@ -339,14 +504,25 @@ func Markdown(s Summary) []byte {
 	b.WriteString("### Parts\n\n| sessions | part | verdict | value | interval | bar | margin | source |\n|---|---|---|---|---|---|---|---|\n")
 	for _, st := range s.Steps {
 		for _, p := range st.Parts {
-			fmt.Fprintf(&b, "| %d | %s | %s | %.4g | %.4g-%.4g | %g | %+.4g | %s |\n",
-				st.Sessions, p.Name, p.Verdict, p.Value.Center, p.Value.Lo, p.Value.Hi, p.Bar, p.Margin, p.Source)
+			value, interval, margin := "no data", "no data", "-"
+			if !math.IsNaN(p.Value.Center) {
+				value, interval, margin = fmt.Sprintf("%.4g", p.Value.Center), fmt.Sprintf("%.4g-%.4g", p.Value.Lo, p.Value.Hi), fmt.Sprintf("%+.4g", p.Margin)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %g | %s | %s |\n",
+				st.Sessions, p.Name, p.Verdict, value, interval, p.Bar, margin, p.Source)
 		}
 	}
 	b.WriteString("\n## Client-side cross-checks\n\nKept for cross-checks only; the verdicts above use the server's numbers.\n\n")
 	b.WriteString("| sessions | turns sent | errors seen by client | client P90 TTFT s | prompt tokens served vs planned |\n|---|---|---|---|---|\n")
 	for _, st := range s.Steps {
-		fmt.Fprintf(&b, "| %d | %d | %d | %.2f | %+.2f%% |\n", st.Sessions, st.Load.Sent, st.Load.ClientErrors, st.Load.ClientTTFTP90, st.Load.PromptDrift*100)
+		ttft, drift := "no data", "no data"
+		if st.Load.ClientTTFTP90 > 0 {
+			ttft = fmt.Sprintf("%.2f", st.Load.ClientTTFTP90)
+		}
+		if st.Load.Sent > 0 {
+			drift = fmt.Sprintf("%+.2f%%", st.Load.PromptDrift*100)
+		}
+		fmt.Fprintf(&b, "| %d | %d | %d | %s | %s |\n", st.Sessions, st.Load.Sent, st.Load.ClientErrors, ttft, drift)
 	}
 	if s.OverContext != nil {
 		b.WriteString("\n## Turns over the served context\n\n")
@@ -371,5 +547,8 @@ func Markdown(s Summary) []byte {
 	}
 	fmt.Fprintf(&b, "\n## Run\n\n- stopped: %s\n- post-flight: idle=%v after %.0f s\n- started %s, %.0f s of wall time at time scale %g\n- run directory: `%s`\n",
 		s.StopReason, s.PostFlight.Idle, s.PostFlight.WaitedS, s.Started, s.WallS, s.TimeScale, s.RunDir)
+	if s.Error != "" {
+		fmt.Fprintf(&b, "- error: %s\n", s.Error)
+	}
 	return []byte(b.String())
 }
