@@ -2,9 +2,12 @@ package rig
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
@@ -61,10 +64,40 @@ type Saved struct {
 	Config  config.Run
 	Steps   []sweep.StepResult
 	Samples []signal.Sample
+	// Records are the requests as their steps were judged: one still in
+	// flight when its step was judged reads as in flight (see judgedView).
 	Records []load.Record
+	// Warnings say what could not be read: a torn last line a killed run
+	// left behind is skipped.
+	Warnings []string
 }
 
-// ReadRun reads a run directory's config, steps, scrapes and records.
+// savedRecord is one line of records.jsonl: a request's record and, when
+// the request was still in flight as its step was judged, a flag saying so,
+// so that `judge` sees the step as the live run did.
+type savedRecord struct {
+	load.Record
+	InFlight bool `json:"in_flight_when_judged,omitempty"`
+}
+
+// judgedView is a record as its step was judged: a request in flight then
+// is sent and unfinished, with no outcome yet.
+func judgedView(r savedRecord) load.Record {
+	rec := r.Record
+	if !r.InFlight {
+		return rec
+	}
+	rec.ServedPromptTokens, rec.CachedTokens, rec.OutputTokens = 0, 0, 0
+	rec.ReasoningTokens, rec.ReasoningChunks, rec.AnswerChunks = 0, 0, 0
+	rec.FirstToken, rec.LastToken, rec.FirstAnswer = 0, 0, 0
+	rec.Status, rec.Error, rec.Detail = 0, "", ""
+	rec.Pending = true
+	return rec
+}
+
+// ReadRun reads a run directory's config, steps, scrapes and records. It
+// changes nothing: a torn last line (a run killed mid-write) is skipped with
+// a warning; a line that does not parse before the end is an error.
 func ReadRun(d *report.Dir) (Saved, error) {
 	var s Saved
 	b, err := os.ReadFile(d.File("config.yaml"))
@@ -74,7 +107,8 @@ func ReadRun(d *report.Dir) (Saved, error) {
 	if s.Config, err = config.Parse(b, d.File("config.yaml")); err != nil {
 		return s, err
 	}
-	if err := readJSONL(d.File("steps.jsonl"), func(b []byte) error {
+	warn := func(w string) { s.Warnings = append(s.Warnings, w) }
+	if err := readJSONL(d.File("steps.jsonl"), warn, func(b []byte) error {
 		var st sweep.StepResult
 		err := json.Unmarshal(b, &st)
 		s.Steps = append(s.Steps, st)
@@ -82,7 +116,7 @@ func ReadRun(d *report.Dir) (Saved, error) {
 	}); err != nil {
 		return s, err
 	}
-	if err := readJSONL(d.File("metrics.jsonl"), func(b []byte) error {
+	if err := readJSONL(d.File("metrics.jsonl"), warn, func(b []byte) error {
 		var sm signal.Sample
 		err := json.Unmarshal(b, &sm)
 		s.Samples = append(s.Samples, sm)
@@ -90,15 +124,27 @@ func ReadRun(d *report.Dir) (Saved, error) {
 	}); err != nil {
 		return s, err
 	}
-	if s.Records, err = load.ReadRecords(d.File("records.jsonl")); err != nil && !os.IsNotExist(err) {
+	if err := readJSONL(d.File("records.jsonl"), warn, func(b []byte) error {
+		var r savedRecord
+		if err := json.Unmarshal(b, &r); err != nil {
+			return err
+		}
+		if r.V != load.RecordVersion {
+			return fmt.Errorf("record version %d, this build reads %d", r.V, load.RecordVersion)
+		}
+		s.Records = append(s.Records, judgedView(r))
+		return nil
+	}); err != nil {
 		return s, err
 	}
 	return s, nil
 }
 
-// readJSONL calls f on each line; a missing file reads as empty, and a torn
-// last line (a run killed mid-write) is ignored.
-func readJSONL(path string, f func([]byte) error) error {
+// readJSONL calls f on each whole line of path; a missing file reads as
+// empty. A last line with no newline is torn (the run was killed while
+// writing it): it is skipped and warn is told. Any other line f refuses is
+// an error naming its line.
+func readJSONL(path string, warn func(string), f func([]byte) error) error {
 	fh, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -107,19 +153,32 @@ func readJSONL(path string, f func([]byte) error) error {
 		return err
 	}
 	defer fh.Close()
-	sc := bufio.NewScanner(fh)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	var pending error
-	for line := 1; sc.Scan(); line++ {
-		if pending != nil {
-			return pending
+	br := bufio.NewReaderSize(fh, 1<<20)
+	for line := 1; ; line++ {
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// a line longer than the buffer: gather it whole
+			long := append([]byte(nil), b...)
+			for err == bufio.ErrBufferFull {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
 		}
-		if len(sc.Bytes()) == 0 {
+		if err == io.EOF {
+			if len(b) > 0 {
+				warn(fmt.Sprintf("%s: skipped a torn last line (%d bytes): the run was killed while writing it", filepath.Base(path), len(b)))
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if b = bytes.TrimSpace(b); len(b) == 0 {
 			continue
 		}
-		if err := f(sc.Bytes()); err != nil {
-			pending = fmt.Errorf("%s:%d: %v", path, line, err)
+		if err := f(b); err != nil {
+			return fmt.Errorf("%s:%d: %v (the line is broken before the end of the file: remove it, or re-run the steps it belongs to)", path, line, err)
 		}
 	}
-	return sc.Err()
 }

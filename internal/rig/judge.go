@@ -2,11 +2,14 @@ package rig
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
@@ -33,8 +36,28 @@ func ExitCode(s report.Summary) int {
 	return ExitUnsure
 }
 
+// ExitCodeOf is the exit code of a run that returned s and err. A phase
+// that failed (a post-flight that found the engine still busy included) is
+// a rig error; an interrupted run exits with the code of what it measured,
+// or as a rig error when it was interrupted before any step was judged.
+func ExitCodeOf(s report.Summary, err error) int {
+	if err == nil {
+		return ExitCode(s)
+	}
+	var pe *PhaseError
+	var intr *Interrupted
+	switch {
+	case errors.As(err, &pe):
+		return ExitRigError
+	case errors.As(err, &intr) && len(s.Steps) > 0:
+		return ExitCode(s)
+	}
+	return ExitRigError
+}
+
 // Judge re-judges a saved run from its scrapes and records, under bar when
-// given, without sending load. The run directory is not changed.
+// given, without sending load. The run directory is not changed. Under the
+// run's own bar it gives every verdict and figure the live run gave.
 func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 	saved, err := ReadRun(d)
 	if err != nil {
@@ -45,40 +68,73 @@ func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 		cfg.Bar = *bar
 	}
 	plan := SweepPlan(cfg)
+	res := sweep.Result{StopReason: "re-judged from the saved run", Steps: rejudge(plan, saved), Warnings: saved.Warnings}
+	res.Capacity = sweep.CapacityOf(sweep.Points(res.Steps))
+	prev, prevErr := ReadSummary(d)
+	if prevErr == nil {
+		res.PostFlight = prev.PostFlight
+	}
+	sum := Summarize(cfg, res)
+	markCacheHits(&sum, res.Steps, saved.Samples)
+	sum.RunDir = d.Path()
+	if prevErr == nil {
+		sum.Started, sum.WallS, sum.Versions, sum.Calibration = prev.Started, prev.WallS, prev.Versions, prev.Calibration
+		sum.Phases = prev.Phases
+		sum.OverContext = prev.OverContext
+	}
+	return sum, nil
+}
+
+// rejudge judges each saved step again from the saved scrapes and records,
+// as the live sweep did: a repeat pools its windows with the step it
+// repeats, and the parts measured outside the server's metrics (evals under
+// load), which cannot be re-derived, are kept as they were judged.
+func rejudge(plan sweep.Plan, saved Saved) []sweep.StepResult {
 	byStep := map[int][]load.Record{}
 	for _, r := range saved.Records {
 		if r.Phase == load.PhaseMeasure {
 			byStep[r.Step] = append(byStep[r.Step], r)
 		}
 	}
-	res := sweep.Result{StopReason: "re-judged from the saved run"}
+	var out []sweep.StepResult
 	for _, st := range saved.Steps {
 		j := sweep.JudgeStep(plan, st, saved.Samples, byStep[st.Index])
 		if st.RepeatOf >= 0 {
-			for _, prev := range res.Steps {
+			for _, prev := range out {
 				if prev.Index == st.RepeatOf {
 					j = sweep.Pool(plan, prev, j)
 				}
 			}
 		}
-		// parts measured outside the server's metrics (evals under load)
-		// cannot be re-derived: keep them as they were judged
 		for _, part := range st.Judged.Parts {
 			if part.Name != verdict.PartTTFT && part.Name != verdict.PartInteractivity && part.Name != verdict.PartErrors {
 				j.Judged = sweep.WithParts(j.Judged, part)
 			}
 		}
-		res.Steps = append(res.Steps, j)
+		out = append(out, j)
 	}
-	res.Capacity = sweep.CapacityOf(sweep.Points(res.Steps))
-	sum := Summarize(cfg, res)
-	sum.RunDir = d.Path()
-	if prev, err := ReadSummary(d); err == nil {
-		sum.PostFlight, sum.Started, sum.WallS, sum.Versions, sum.Calibration = prev.PostFlight, prev.Started, prev.WallS, prev.Versions, prev.Calibration
-		sum.Phases = prev.Phases
-		sum.OverContext = prev.OverContext
+	return out
+}
+
+// markCacheHits says, for each step of the summary, whether the server
+// reported its prefix-cache hits over the step's judged time; a hit rate it
+// does not report reads "not reported", never 0%.
+func markCacheHits(sum *report.Summary, steps []sweep.StepResult, samples []signal.Sample) {
+	for i := range sum.Steps {
+		if i >= len(steps) {
+			return
+		}
+		from := time.Duration(steps[i].MeasureStart * float64(time.Second))
+		to := time.Duration(steps[i].End * float64(time.Second))
+		reported := false
+		for _, s := range samples {
+			if _, ok := s.Counter[signal.PrefixCacheHits]; ok && s.At >= from && s.At <= to {
+				reported = true
+				break
+			}
+		}
+		sum.Steps[i].SetCacheReported(reported)
 	}
-	return sum, nil
 }
 
 // ReadSummary reads a run directory's summary.json.

@@ -86,6 +86,14 @@ func Run(ctx context.Context, o Options) (report.Summary, error) {
 		r.progress = io.Discard
 	}
 	sum, err := r.do(ctx)
+	if err != nil && sum.Version == 0 {
+		// the run ended before its directory: still say what and why
+		sum = Summarize(o.Config, sweep.Result{StopReason: err.Error()})
+		sum.Target, sum.Stress = nil, nil
+	}
+	if err != nil {
+		sum.Error = err.Error()
+	}
 	return sum, err
 }
 
@@ -102,6 +110,8 @@ type run struct {
 	// overContext is pre-flight's count of the planned turns over the
 	// served context, for the summary; nil until counted.
 	overContext *report.OverContext
+	// notes say what resuming mended in the run directory, for the summary.
+	notes []string
 }
 
 func (r *run) logf(format string, args ...any) { fmt.Fprintf(r.progress, format+"\n", args...) }
@@ -160,16 +170,23 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		defer view.Stop()
 		r.progress = view.Writer()
 	}
-	cfg := r.cfg
+	cfg, err := resolvePaths(r.cfg)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	r.cfg = cfg
 	var previous []sweep.StepResult
 	offset := time.Duration(0)
 	if r.o.Resume != nil {
 		r.dir = r.o.Resume
-		saved, err := ReadRun(r.dir)
+		saved, notes, err := readResume(r.dir)
 		if err != nil {
 			return report.Summary{}, err
 		}
-		cfg, previous = saved.Config, saved.Steps
+		cfg, previous, r.notes = saved.Config, saved.Steps, notes
+		for _, n := range notes {
+			r.logf("resume: %s", n)
+		}
 		r.cfg = cfg
 		if len(previous) > 0 {
 			offset = time.Duration(previous[len(previous)-1].End*float64(time.Second)) + time.Minute
@@ -240,6 +257,9 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 			}
 		}
 		sum.Phases = r.phases
+		if err != nil {
+			sum.Error = err.Error()
+		}
 		if sum.RunDir != "" {
 			if werr := r.write(&sum); werr != nil && err == nil {
 				err = werr
@@ -256,7 +276,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 			for _, name := range []string{PhasePreflight, PhaseEvals, PhaseSweep, PhaseCapacity, PhasePostflight} {
 				r.skip(name, "rollout failed")
 			}
-			sum = r.summary(sweep.Result{StopReason: derr.Error()}, nil)
+			sum = r.unswept(derr.Error(), nil)
 			return sum, derr
 		}
 	}
@@ -274,6 +294,10 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 
 	var cal prompt.Calibration
 	perr := r.phase(PhasePreflight, func() (string, error) {
+		// an engine still loading answers 503: wait for it, saying so
+		if err := waitReady(ctx, acc.endpoint.Client(probeTimeout), endpoint, seconds(cfg.Sweep.ReadyTimeoutS), clock, r.progress); err != nil {
+			return "", err
+		}
 		detail, err := preflight(ctx, cfg, endpoint, acc, src, clock)
 		if err != nil {
 			return "", err
@@ -302,7 +326,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		r.skip(PhaseSweep, "pre-flight failed")
 		r.skip(PhaseCapacity, "pre-flight failed")
 		r.skip(PhasePostflight, "no load was sent")
-		sum = r.summary(sweep.Result{StopReason: perr.Error()}, &cal)
+		sum = r.unswept(perr.Error(), &cal)
 		return sum, perr
 	}
 	if len(cfg.Evals.Suites)+len(cfg.Evals.Custom) == 0 {
@@ -326,7 +350,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 				r.skip(name, "mini evals failed")
 			}
 			r.skip(PhasePostflight, "no load was sent")
-			sum = r.summary(sweep.Result{StopReason: eerr.Error()}, &cal)
+			sum = r.unswept(eerr.Error(), &cal)
 			return sum, eerr
 		}
 	}
@@ -347,20 +371,26 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		onSend = func(rec load.Record) { book.Sent(rec); tel.RequestStarted(); under.sent(rec) }
 		extra = under.part
 	}
+	// requests of a step's judged time that finish after it are judged
+	// as in flight, live and by `judge` alike
+	cut := newStepCut(book, func(rec load.Record) {
+		files.records.Write(savedRecord{Record: rec, InFlight: true})
+		tel.RequestDone(rec.Error)
+	})
 	gen := load.NewGenerator(load.Options{
 		Client: client, Clock: clock, Tiers: sessions,
 		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
 		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord},
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
 		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
-		Seed: cfg.Workload.Seed, Sink: book.Add, OnSend: onSend,
+		Seed: cfg.Workload.Seed, Sink: cut.add, OnSend: onSend,
 	})
 	plan := SweepPlan(cfg)
 	plan.Previous = previous
 	plan.FirstIndex = len(previous)
 	plan.Ladder = remaining(cfg.Sweep.Ladder, previous)
 	runner := &sweep.Runner{
-		Plan: plan, Clock: clock, Load: gen, Source: src, Book: book, Progress: r.progress, Extra: extra,
+		Plan: plan, Clock: clock, Load: cut.wrap(gen), Source: src, Book: book, Progress: r.progress, Extra: extra,
 		OnSample: func(s signal.Sample) {
 			files.samples.Write(s)
 			if tel != nil {
@@ -397,6 +427,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	start := time.Now()
 	res, runErr = runner.Run(ctx)
 	res.Warnings = append(res.Warnings, src.Warnings()...)
+	res.Warnings = append(res.Warnings, r.notes...)
 	if under != nil {
 		under.stop(clock.Real(seconds(cfg.Evals.TimeoutS)))
 		if werr := r.dir.WriteJSON("evals_under_load.json", under.tally.Steps()); werr != nil {
@@ -413,18 +444,24 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	files.flush()
 	res.Warnings = append(res.Warnings, files.warnings()...)
 	sum = r.summary(res, &cal)
+	markCacheHits(&sum, res.Steps, runner.Samples())
 	if err := r.write(&sum); err != nil {
 		return sum, err
 	}
 	r.notify.post(live.Message{Text: fmt.Sprintf("%s: capacity %s; %s", cfg.Recipe.Name, sum.Capacity, sum.StopReason), Event: "done",
 		Fields: map[string]any{"recipe": cfg.Recipe.Name, "capacity": sum.Capacity, "cost": sum.Cost, "target": sum.Target, "run_dir": sum.RunDir}})
+	var out error
 	if runErr != nil {
+		out = &PhaseError{Phase: PhaseSweep, Err: runErr}
 		if errors.Is(runErr, context.Canceled) {
-			return sum, &Interrupted{Dir: r.dir.Path()}
+			out = &Interrupted{Dir: r.dir.Path()}
 		}
-		return sum, &PhaseError{Phase: PhaseSweep, Err: runErr}
 	}
-	return sum, nil
+	// a run is not over until the engine is back where it started
+	if pfErr := postFlightError(res.PostFlight); pfErr != nil {
+		out = errors.Join(out, &PhaseError{Phase: PhasePostflight, Err: pfErr})
+	}
+	return sum, out
 }
 
 func statusOf(err error) string {
@@ -643,11 +680,11 @@ func Summarize(cfg config.Run, res sweep.Result) report.Summary {
 	}
 	sum.Cost = sweep.CostOf(cfg.Recipe.Nodes, cfg.Recipe.GPUsPerNode, cfg.Recipe.USDPerGPUHour, res.Capacity, tokens, fromStep)
 	if cfg.Sweep.Target > 0 {
-		t := res.Capacity.Target(cfg.Sweep.Target)
+		t := targetOf(res, cfg.Sweep.Target)
 		sum.Target = &t
 	}
 	if cfg.Sweep.Stress > 0 {
-		t := res.Capacity.Target(cfg.Sweep.Stress)
+		t := targetOf(res, cfg.Sweep.Stress)
 		sum.Stress = &t
 	}
 	sum.Collect(res.Warnings)

@@ -1,0 +1,79 @@
+package rig
+
+import (
+	"sync"
+
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/sweep"
+)
+
+// stepCut draws the line between a step's judged time and what comes
+// after it, for the requests still in flight when that time ends. A request
+// of a step's judged time that finishes after the line is kept out of the
+// book, so the step is judged on it as sent and unfinished however late the
+// judging runs, and its record is written flagged, so that `judge` sees the
+// step exactly as the live run did.
+type stepCut struct {
+	mu    sync.Mutex
+	cur   load.Tag
+	ended map[int]bool // steps whose judged time is over
+	book  *sweep.Book
+	late  func(load.Record) // writes a record that finished after its step's line
+}
+
+func newStepCut(book *sweep.Book, late func(load.Record)) *stepCut {
+	return &stepCut{book: book, late: late, ended: map[int]bool{}}
+}
+
+// add is the load generator's sink.
+func (c *stepCut) add(r load.Record) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.Phase == load.PhaseMeasure && c.ended[r.Step] {
+		c.late(r)
+		return
+	}
+	// under c.mu, so the record is in the book before the sweep can see
+	// the step's judged time end, or it is late
+	c.book.Add(r)
+}
+
+// setTag is told each tag the sweep sets; leaving a step's judged time
+// draws that step's line.
+func (c *stepCut) setTag(t load.Tag) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur.Phase == load.PhaseMeasure && (t.Phase != load.PhaseMeasure || t.Step != c.cur.Step) {
+		c.ended[c.cur.Step] = true
+	}
+	c.cur = t
+}
+
+// wrap returns l with its SetTag watched by the cut. A load generator's
+// every other method, the optional ones the sweep looks for included, is
+// its own.
+func (c *stepCut) wrap(l sweep.Load) sweep.Load {
+	if g, ok := l.(*load.Generator); ok {
+		return cutGenerator{Generator: g, cut: c}
+	}
+	return cutLoad{Load: l, cut: c}
+}
+
+// cutGenerator is a load generator whose tags the cut watches.
+type cutGenerator struct {
+	*load.Generator
+	cut *stepCut
+}
+
+// SetTag tags what is sent next, then draws the line: the generator
+// records the unsent turns due by now under the old tag first, and they
+// belong to the step that is ending.
+func (l cutGenerator) SetTag(t load.Tag) { l.Generator.SetTag(t); l.cut.setTag(t) }
+
+// cutLoad is any other load whose tags the cut watches.
+type cutLoad struct {
+	sweep.Load
+	cut *stepCut
+}
+
+func (l cutLoad) SetTag(t load.Tag) { l.Load.SetTag(t); l.cut.setTag(t) }

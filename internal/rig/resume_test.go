@@ -1,0 +1,152 @@
+package rig
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/sweep"
+)
+
+// killedRun writes the run directory a run killed during its second step
+// leaves: one finished step, the killed step's records and scrapes, and a
+// torn last line in each file.
+func killedRun(t *testing.T) *report.Dir {
+	t.Helper()
+	d, err := report.NewDir(t.TempDir(), "r", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFile("config.yaml", config.DefaultYAML()); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(name string, vs []any, torn string) {
+		var b bytes.Buffer
+		for _, v := range vs {
+			line, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(append(line, '\n'))
+		}
+		b.WriteString(torn)
+		if err := os.WriteFile(d.File(name), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := func(step int, phase string, send float64, errClass string) load.Record {
+		return load.Record{V: load.RecordVersion, Step: step, Sessions: 2 * (step + 1), Phase: phase, Session: "s", Tier: "light", Send: send, Status: 200, Error: errClass}
+	}
+	lines("steps.jsonl", []any{sweep.StepResult{Index: 0, Sessions: 2, Start: 0, MeasureStart: 60, End: 240, RepeatOf: -1}}, `{"index":1,"sessions":4,"sta`)
+	lines("records.jsonl", []any{
+		rec(0, load.PhaseWarmup, 10, ""),
+		rec(0, load.PhaseMeasure, 100, ""),
+		rec(1, load.PhaseWarmup, 245, ""), // the killed step's warm-up
+		// finished after step 1's judged time ended: judged as in flight
+		savedRecord{Record: rec(0, load.PhaseMeasure, 230, load.ErrTimeout), InFlight: true},
+		rec(1, load.PhaseMeasure, 310, ""), // the killed step's judged time
+		rec(1, load.PhaseMeasure, 320, load.ErrServer),
+	}, `{"v":1,"step":1,"phase":"meas`)
+	var samples []any
+	for at := time.Duration(0); at <= 330*time.Second; at += 30 * time.Second {
+		s := signal.NewSample(at)
+		s.Counter[signal.PromptTokens] = at.Seconds()
+		samples = append(samples, s)
+	}
+	lines("metrics.jsonl", samples, `{"at":3600000000`)
+	return d
+}
+
+func readLines(t *testing.T, path string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		t.Errorf("%s ends in a torn line: %q", path, b[bytes.LastIndexByte(b, '\n')+1:])
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestResumeRepairsAKilledRun: before resuming, a torn last line is cut off
+// each file, and the killed step's records and scrapes are dropped so that
+// step runs again whole and nothing is counted twice.
+func TestResumeRepairsAKilledRun(t *testing.T) {
+	d := killedRun(t)
+	notes, err := repairRun(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(notes, "\n")
+	for _, want := range []string{"steps.jsonl: cut a torn last line", "records.jsonl: cut a torn last line", "metrics.jsonl: cut a torn last line",
+		"dropped 3 records and 3 scrapes of step 2"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the repair does not say %q:\n%s", want, all)
+		}
+	}
+	if got := readLines(t, d.File("steps.jsonl")); len(got) != 1 {
+		t.Errorf("steps.jsonl holds %d lines, want the finished step only", len(got))
+	}
+	recs := readLines(t, d.File("records.jsonl"))
+	if len(recs) != 3 || strings.Contains(strings.Join(recs, "\n"), `"step":1`) {
+		t.Errorf("records.jsonl after the repair:\n%s", strings.Join(recs, "\n"))
+	}
+	if got := readLines(t, d.File("metrics.jsonl")); len(got) != 9 { // 0 s to 240 s
+		t.Errorf("metrics.jsonl holds %d scrapes, want the 9 up to the finished step's end", len(got))
+	}
+	saved, err := ReadRun(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(saved.Warnings) > 0 || len(saved.Steps) != 1 || len(saved.Records) != 3 {
+		t.Errorf("read back: %d steps, %d records, warnings %v", len(saved.Steps), len(saved.Records), saved.Warnings)
+	}
+	// a second repair finds nothing to do
+	if notes, err := repairRun(d); err != nil || len(notes) > 0 {
+		t.Errorf("a repaired run repaired again: %v %v", notes, err)
+	}
+}
+
+// TestReadRunSkipsATornTail: judge reads a killed run as it is, without
+// changing it: a torn last line is skipped with a warning, and a request
+// that was in flight when its step was judged reads as in flight again.
+func TestReadRunSkipsATornTail(t *testing.T) {
+	d := killedRun(t)
+	before, _ := os.ReadFile(d.File("records.jsonl"))
+	saved, err := ReadRun(d)
+	if err != nil {
+		t.Fatalf("a torn last line stops ReadRun: %v", err)
+	}
+	if after, _ := os.ReadFile(d.File("records.jsonl")); !bytes.Equal(before, after) {
+		t.Error("ReadRun changed records.jsonl")
+	}
+	all := strings.Join(saved.Warnings, "\n")
+	for _, name := range []string{"steps.jsonl", "records.jsonl", "metrics.jsonl"} {
+		if !strings.Contains(all, name+": skipped a torn last line") {
+			t.Errorf("no warning about the torn line of %s:\n%s", name, all)
+		}
+	}
+	if len(saved.Steps) != 1 || len(saved.Records) != 6 || len(saved.Samples) != 12 {
+		t.Errorf("%d steps, %d records, %d samples", len(saved.Steps), len(saved.Records), len(saved.Samples))
+	}
+	r := saved.Records[3]
+	if !r.Pending || r.Error != "" || r.Status != 0 || r.Send != 230 {
+		t.Errorf("a request in flight when its step was judged reads %+v", r)
+	}
+
+	// a line broken in the middle of the file is named with its line
+	if err := os.WriteFile(d.File("records.jsonl"), append([]byte("{\"v\":1,\"st\n"), before...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadRun(d); err == nil || !strings.Contains(err.Error(), "records.jsonl:1") {
+		t.Errorf("a corrupt line mid-file: %v, want an error naming records.jsonl:1", err)
+	}
+}
