@@ -70,7 +70,7 @@ simulated gateway: no GPU, no cluster and no network needed.`,
   headroom sim serve --port 8000`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       fullVersion(),
 	}
 	root.AddCommand(runCmd(stdout, stderr), planCmd(stdout), evalCmd(stdout, stderr), judgeCmd(stdout), reportCmd(stdout), compareCmd(stdout), recipeCmd(stdout), simCmd(stderr), tracesCmd(stdout), rehearseCmd(stdout, stderr), smokeCmd(stdout, stderr))
 	return root

@@ -122,7 +122,7 @@ are wide. Exit codes as for run.
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
-			sum, err := rig.Run(cmd.Context(), rig.Options{Config: cfg, Progress: stderr, Version: version})
+			sum, err := rig.Run(cmd.Context(), rig.Options{Config: cfg, Progress: stderr, Version: fullVersion()})
 			if sum.RunDir != "" {
 				if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
 					err = perr
