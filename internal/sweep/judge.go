@@ -24,12 +24,57 @@ func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.
 	step.Judged = verdict.Judge(p.Bar, windows, loads, p.Options)
 	step.Judged.Warnings = append(step.Judged.Warnings, crossChecks(windows, summary)...)
 	if step.Killed != "" {
-		step.Judged.Warnings = append(step.Judged.Warnings, "the kill switch ended this step early: "+step.Killed)
+		step.Judged = failKilled(step.Judged, step.KilledBy, step.Killed, "the kill switch ended this step early", "")
 	}
 	step.Load, step.Tokens, step.Windows = summary, tokensOf(windows), len(windows)
 	step.KVCacheMean = gaugeMean(windows, signal.KVCacheUsage)
+	q := queueOf(samples, from, to, p.KVFull)
+	step.KVCachePeak, step.KVFullWaitingS, step.WaitingIdleS = q.kvPeak, q.fullWaiting.Seconds(), q.idleWaiting.Seconds()
 	step.judgedWindows, step.judgedLoads = windows, loads
 	return step
+}
+
+// queue is how the engine's queue and KV cache went over a judged time, from
+// every scrape in it (the windows keep only each gauge's mean, peak and last
+// value, which cannot say whether the cache was full while requests waited).
+type queue struct {
+	kvPeak float64
+	// the longest stretches, from a stretch's first scrape to its last, in
+	// which the KV cache was at or above kv_full while requests waited, and
+	// in which requests waited and none ran (a stretch of one scrape is 0)
+	fullWaiting, idleWaiting time.Duration
+}
+
+// queueOf reads the samples taken in [from, to]. A scrape without the gauges
+// a condition needs breaks its stretch: nothing is assumed.
+func queueOf(samples []signal.Sample, from, to time.Duration, kvFull float64) queue {
+	var q queue
+	var fullSince, idleSince time.Duration = -1, -1
+	stretch := func(since, longest *time.Duration, at time.Duration, on bool) {
+		switch {
+		case !on:
+			*since = -1
+		case *since < 0:
+			*since = at
+		}
+		if on {
+			*longest = max(*longest, at-*since)
+		}
+	}
+	for _, s := range samples {
+		if s.At < from || s.At > to {
+			continue
+		}
+		kv, okKV := s.Gauge[signal.KVCacheUsage]
+		waiting, okW := s.Gauge[signal.Waiting]
+		running, okR := s.Gauge[signal.Running]
+		if okKV {
+			q.kvPeak = math.Max(q.kvPeak, kv)
+		}
+		stretch(&fullSince, &q.fullWaiting, s.At, kvFull > 0 && okKV && okW && kv >= kvFull && waiting > 0)
+		stretch(&idleSince, &q.idleWaiting, s.At, okW && okR && waiting > 0 && running == 0)
+	}
+	return q
 }
 
 // pool judges a repeated step on its own windows and those of the run it
@@ -56,14 +101,30 @@ func WithParts(st verdict.Step, parts ...verdict.Part) verdict.Step {
 
 // Pool judges a repeat on both runs' windows together. Both must come from
 // JudgeStep in this process (they carry the windows they were judged on).
+// The pooled step has every window of both runs, each counted once, however
+// short a run was. A run the kill switch ended is a fail, and pooling never
+// undoes it: the pooled verdict of a step either of whose runs was killed
+// is a fail on the part the kill's limit watched, with a warning naming it.
 func Pool(p Plan, first, again StepResult) StepResult {
 	if first.judgedWindows == nil {
+		if first.Killed != "" {
+			again.Judged = failKilled(again.Judged, first.KilledBy, first.Killed, fmt.Sprintf("step %d's run was ended early by the kill switch", first.Index+1), "this repeat does not undo that")
+		}
 		return again
 	}
 	ws := append(append([]signal.Window(nil), first.judgedWindows...), again.judgedWindows...)
 	ls := append(append([]verdict.LoadWindow(nil), first.judgedLoads...), again.judgedLoads...)
 	again.Judged = verdict.Judge(p.Bar, ws, ls, p.Options)
-	again.Judged.Warnings = append(again.Judged.Warnings, fmt.Sprintf("judged on this run and step %d's together (%d windows)", first.Index+1, len(ws)))
+	again.Judged.Warnings = append(again.Judged.Warnings, fmt.Sprintf("judged on this run and step %d's together (%d windows: %d of step %d, %d of this run)",
+		first.Index+1, len(ws), len(first.judgedWindows), first.Index+1, len(again.judgedWindows)))
+	for _, run := range []struct {
+		st  StepResult
+		who string
+	}{{first, fmt.Sprintf("step %d's run", first.Index+1)}, {again, "this run"}} {
+		if run.st.Killed != "" {
+			again.Judged = failKilled(again.Judged, run.st.KilledBy, run.st.Killed, run.who+" was ended early by the kill switch", "pooling its windows with the other run's does not undo that")
+		}
+	}
 	again.Windows = len(ws)
 	return again
 }
@@ -83,10 +144,16 @@ func gaugeMean(ws []signal.Window, name string) float64 {
 }
 
 // loadWindows counts, per judged window, the turns the lanes planned and what
-// became of them, from the records of a step's judged time.
+// became of them, from the records of a step's judged time. A turn still in
+// flight when the judged time ended (waiting or streaming) counts as sent in
+// the window it went out in, and as unfinished.
 func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.LoadWindow, LoadSummary) {
 	out := make([]verdict.LoadWindow, len(windows))
 	var sum LoadSummary
+	var end float64
+	if len(windows) > 0 {
+		end = windows[len(windows)-1].End.Seconds()
+	}
 	var ttfts []float64
 	var planned, served, ideal float64
 	for _, rec := range records {
@@ -103,6 +170,9 @@ func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.Load
 			w.NotReached++
 		default:
 			w.Sent++
+			if unfinished(rec, end) {
+				sum.Unfinished++
+			}
 		}
 		if rec.Failed() && rec.Error != load.ErrUnsent {
 			w.ClientErrors++
@@ -129,6 +199,15 @@ func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.Load
 		sum.IdealHitRate = ideal / planned
 	}
 	return out, sum
+}
+
+// unfinished reports whether a sent turn had no outcome at end, as far as
+// its record tells: live, it is still pending; saved, its last token came
+// after end, or it was aborted (the run aborts requests only once its load
+// stops, after every judged time). A failure that carries no time (a timeout
+// or server error with no token) reads as finished.
+func unfinished(rec load.Record, end float64) bool {
+	return rec.Pending || rec.Error == load.ErrAborted || rec.LastToken > end
 }
 
 func windowOf(ws []signal.Window, t float64) int {

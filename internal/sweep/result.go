@@ -24,8 +24,20 @@ type StepResult struct {
 	RepeatOf int `json:"repeat_of"`
 	// Killed says why the kill switch ended the step early, if it did.
 	Killed string `json:"killed,omitempty"`
+	// KilledBy is the bar part the kill switch's tripped limit watches (ttft
+	// or errors): a step the kill switch ended fails on it.
+	KilledBy string `json:"killed_by,omitempty"`
 	// KVCacheMean is the mean KV cache use over the judged time.
 	KVCacheMean float64 `json:"kv_cache_mean"`
+	// KVCachePeak is the highest KV cache use of any scrape in the judged time.
+	KVCachePeak float64 `json:"kv_cache_peak"`
+	// KVFullWaitingS is the longest stretch of the judged time, in seconds
+	// from its first scrape to its last, in which the KV cache stayed at or
+	// above the plan's KVFull while requests waited.
+	KVFullWaitingS float64 `json:"kv_full_waiting_s,omitempty"`
+	// WaitingIdleS is the longest stretch in which requests waited and none
+	// ran: the engine admitted nothing.
+	WaitingIdleS float64 `json:"waiting_idle_s,omitempty"`
 
 	// what the verdict was computed from, kept in memory to pool a repeat
 	judgedWindows []signal.Window
@@ -64,6 +76,9 @@ type LoadSummary struct {
 	// IdealHitRate is the share of prompt tokens an ideal prefix cache would
 	// have held, from the traces' hash ids, over successful turns.
 	IdealHitRate float64 `json:"ideal_hit_rate"`
+	// Unfinished is how many of the turns sent had no outcome when the
+	// judged time ended (still waiting or streaming); they count as sent.
+	Unfinished int `json:"unfinished"`
 }
 
 // Tokens are the server's token counters over a step's judged time.

@@ -224,12 +224,18 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 func missed(p Plan, step StepResult) string {
 	n := step.Sessions
 	switch {
-	case step.Judged.Verdict == verdict.Fail || step.Judged.Verdict == verdict.NoData:
-		return fmt.Sprintf("step %d (%d sessions) read %s", step.Index+1, n, step.Judged.Verdict)
 	case step.Killed != "":
 		return fmt.Sprintf("kill switch at %d sessions: %s", n, step.Killed)
+	case step.Judged.Verdict == verdict.Fail || step.Judged.Verdict == verdict.NoData:
+		return fmt.Sprintf("step %d (%d sessions) read %s", step.Index+1, n, step.Judged.Verdict)
 	case p.KVFull > 0 && step.KVCacheMean >= p.KVFull:
 		return fmt.Sprintf("the KV cache stayed full at %d sessions (%.0f%% on average)", n, 100*step.KVCacheMean)
+	case p.KVFull > 0 && step.KVFullWaitingS > 0:
+		return fmt.Sprintf("the KV cache filled at %d sessions: at or above %.0f%% with requests waiting for %s (peak %.0f%%, mean %.0f%%)",
+			n, 100*p.KVFull, fmtDur(time.Duration(step.KVFullWaitingS*float64(time.Second))), 100*step.KVCachePeak, 100*step.KVCacheMean)
+	case step.WaitingIdleS > 0:
+		return fmt.Sprintf("at %d sessions requests waited with nothing running for %s: the engine admitted nothing (a KV cache too small for them, or a stall)",
+			n, fmtDur(time.Duration(step.WaitingIdleS*float64(time.Second))))
 	}
 	return ""
 }
@@ -283,12 +289,12 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 	r.mu.Lock()
 	r.current = Current{Step: i + 1, Sessions: n, MeasureEnd: measureEnd}
 	r.mu.Unlock()
-	killed := ""
+	killed, killedBy := "", ""
 	for t := measureStart + p.Scrape; t <= measureEnd; t += p.Scrape {
 		if err := c.SleepUntil(ctx, t); err != nil {
 			return StepResult{}, err
 		}
-		if killed = r.kill(n, measureStart, t); killed != "" {
+		if killed, killedBy = r.kill(n, measureStart, t); killed != "" {
 			r.awaitSample(ctx, t)
 			measureEnd = t
 			r.logf("step %d: kill switch: %s", i+1, killed)
@@ -301,7 +307,7 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		return StepResult{}, err
 	}
 	step := StepResult{
-		Index: i, Sessions: n, RepeatOf: repeatOf, Killed: killed, Warmup: warm,
+		Index: i, Sessions: n, RepeatOf: repeatOf, Killed: killed, KilledBy: killedBy, Warmup: warm,
 		Start: start.Seconds(), MeasureStart: measureStart.Seconds(), End: measureEnd.Seconds(),
 	}
 	step.Load.InFlight, step.Load.InFlightByTier = r.meanInFlight(measureStart, measureEnd)
