@@ -133,7 +133,15 @@ func (g *Generator) try(l *lane, s Session, marker uint64, play, i int) Record {
 			l.streak.Store(0)
 			return rec
 		}
-		if rec.Error == ErrAborted || !retryable(rec) {
+		if rec.Error == ErrAborted {
+			return rec
+		}
+		if !retryable(rec) {
+			// a refusal ends the conversation; the lane still waits before
+			// its next one, so an endpoint that refuses everything (a 400
+			// for every request) sees a bounded number of requests, not a
+			// storm of new conversations
+			l.streak.Add(1)
 			return rec
 		}
 		k := l.streak.Add(1)

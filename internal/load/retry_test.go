@@ -200,13 +200,18 @@ func checkNoConversationEndedOnARetry(t *testing.T, recs []Record, attempts int)
 
 // storm503 answers every request 503, counting them.
 func storm503(t *testing.T) (*sync.Mutex, *int, *httptest.Server) {
+	return stormWith(t, http.StatusServiceUnavailable)
+}
+
+// stormWith serves status to every request, counting them.
+func stormWith(t *testing.T, status int) (*sync.Mutex, *int, *httptest.Server) {
 	var mu sync.Mutex
 	n := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		n++
 		mu.Unlock()
-		http.Error(w, `{"object":"error","message":"engine is loading"}`, http.StatusServiceUnavailable)
+		http.Error(w, `{"object":"error","message":"engine is loading"}`, status)
 	}))
 	t.Cleanup(srv.Close)
 	return &mu, &n, srv
@@ -232,7 +237,16 @@ func stormBound(p RetryPolicy, elapsed time.Duration) int {
 }
 
 func TestRefusingEndpointSeesABoundedNumberOfRequests(t *testing.T) {
-	mu, n, srv := storm503(t)
+	// 503: what a retry gets past, until the tries run out; 400: a refusal
+	// that ends each conversation at once (it stormed: no wait before the
+	// next conversation)
+	for _, status := range []int{http.StatusServiceUnavailable, http.StatusBadRequest} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) { refusingEndpoint(t, status) })
+	}
+}
+
+func refusingEndpoint(t *testing.T, status int) {
+	mu, n, srv := stormWith(t, status)
 	// a 60 s step runs in 0.3 s of wall time
 	clock, _ := timescale.New(200)
 	col := &collector{}
@@ -254,7 +268,7 @@ func TestRefusingEndpointSeesABoundedNumberOfRequests(t *testing.T) {
 	mu.Unlock()
 	bound := lanes * stormBound(DefaultRetry(), elapsed)
 	recs := col.all()
-	t.Logf("a 503 for %v of modelled time: %d requests (bound %d from the backoff schedule), %d records", elapsed.Round(time.Second), requests, bound, len(recs))
+	t.Logf("HTTP %d for %v of modelled time: %d requests (bound %d from the backoff schedule), %d records", status, elapsed.Round(time.Second), requests, bound, len(recs))
 	if requests < lanes {
 		t.Fatalf("the endpoint saw %d requests, want at least one per lane", requests)
 	}
@@ -265,6 +279,9 @@ func TestRefusingEndpointSeesABoundedNumberOfRequests(t *testing.T) {
 	// no faster than the trace's pace (2 s) until the step ends
 	perLane := stormBound(DefaultRetry(), elapsed)
 	conversations := lanes * (perLane/DefaultRetry().Attempts + 1)
+	if status == http.StatusBadRequest {
+		conversations = requests // each refusal ends its conversation
+	}
 	if most := requests + conversations*int(elapsed/(2*time.Second)+1); len(recs) > most {
 		t.Errorf("%d records for %d requests: more than the %d that %d ended conversations can leave unsent at the trace's pace", len(recs), requests, most, conversations)
 	}
