@@ -70,10 +70,23 @@ type Workload struct {
 	// the served context before pre-flight stops the run (default 0.01; 0
 	// allows none).
 	MaxOverContext *float64 `json:"max_over_context,omitempty"`
+	// Retry is how a lane retries what an agent retries (connect errors,
+	// timeouts, 408/409/429/5xx), each try an error of its own.
+	Retry Retry `json:"retry,omitempty"`
 	// SkipOverContext drops the turns whose prompt exceeds the served
 	// context instead of sending them (they would come back refused); the
 	// report says how many were dropped.
 	SkipOverContext bool `json:"skip_over_context,omitempty"`
+}
+
+// Retry is a lane's retry policy: attempts per turn (the first included),
+// and waits from backoff_s doubling to backoff_max_s, with jitter;
+// Retry-After is honoured up to backoff_max_s. Zero fields take the
+// defaults: 4 attempts, 1 s, 30 s.
+type Retry struct {
+	Attempts    int     `json:"attempts,omitempty"`
+	BackoffS    float64 `json:"backoff_s,omitempty"`
+	BackoffMaxS float64 `json:"backoff_max_s,omitempty"`
 }
 
 // Mix is the share of each tier in the sessions.
@@ -403,6 +416,9 @@ func (r Run) Validate() error {
 	}
 	if w.RequestTimeoutS <= 0 {
 		bad("workload.request_timeout_s", "must be > 0: every request carries a deadline, got %g", w.RequestTimeoutS)
+	}
+	if rt := w.Retry; rt.Attempts < 0 || rt.BackoffS < 0 || rt.BackoffMaxS < 0 || (rt.BackoffMaxS > 0 && rt.BackoffS > rt.BackoffMaxS) {
+		bad("workload.retry", "attempts, backoff_s and backoff_max_s must be >= 0 (0 takes the default) and backoff_s at most backoff_max_s, got %+v", rt)
 	}
 	if m := w.MaxOverContext; m != nil && (*m < 0 || *m >= 1) {
 		bad("workload.max_over_context", "must be a share in [0, 1), e.g. 0.01 for 1%%, got %g", *m)
