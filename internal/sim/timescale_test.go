@@ -24,10 +24,11 @@ type scaledRun struct {
 }
 
 // scaleBars are judged on every run: one the workload passes easily and
-// one it fails on TTFT.
+// one it fails on TTFT. The error bar sits above the Wilson upper bound of
+// 0 errors in the run's 20 turns (16%), which is all 20 turns can show.
 var scaleBars = []verdict.Bar{
-	{TTFTP90: 5, InteractivityP90: 3, ErrorRate: 0.05},
-	{TTFTP90: 0.5, InteractivityP90: 3, ErrorRate: 0.05},
+	{TTFTP90: 5, InteractivityP90: 3, ErrorRate: 0.25},
+	{TTFTP90: 0.5, InteractivityP90: 3, ErrorRate: 0.25},
 }
 
 // runScaled drives a small open-loop workload for `modelled` of modelled
@@ -108,7 +109,9 @@ func runScaled(t *testing.T, scale float64, modelled time.Duration) scaledRun {
 	windows := signal.Windows(samples, 0, end, period)
 	load := make([]verdict.LoadWindow, len(windows))
 	for i := range load {
-		load[i] = verdict.LoadWindow{Planned: 1, Sent: 1} // every planned turn went out
+		// Every planned turn went out, spread evenly over the windows.
+		n := sent/len(load) + min(1, max(0, sent%len(load)-i))
+		load[i] = verdict.LoadWindow{Planned: n, Sent: n}
 	}
 	out := scaledRun{sent: sent}
 	for _, bar := range scaleBars {
