@@ -100,9 +100,19 @@ func (p *promptScan) boundary(role string) {
 // asciiSpace marks the ASCII bytes unicode.IsSpace accepts.
 var asciiSpace = [128]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
-// addJSONString feeds one raw JSON string literal (quotes included) as it was
-// validated by encoding/json. Escapes are decoded so the same text hashes the
-// same whichever way it was escaped.
+// wordByte marks the bytes a JSON string holds as written that belong to a
+// word: printable ASCII but the space and the backslash.
+var wordByte = func() (t [256]bool) {
+	for c := 0x21; c < utf8.RuneSelf; c++ {
+		t[c] = c != '\\'
+	}
+	return t
+}()
+
+// addJSONString feeds one raw JSON string literal (quotes included), which
+// it checks as encoding/json would (escapes, no raw control characters; the
+// caller found the closing quote). Escapes are decoded so the same text
+// hashes the same whichever way it was escaped.
 func (p *promptScan) addJSONString(raw []byte) error {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return errors.New("expected a JSON string")
@@ -110,6 +120,19 @@ func (p *promptScan) addJSONString(raw []byte) error {
 	s := raw[1 : len(raw)-1]
 	for i := 0; i < len(s); {
 		c := s[i]
+		if wordByte[c] {
+			// A run of plain ASCII word bytes, hashed in registers (the
+			// bulk of any prompt).
+			h := p.wordHash
+			if !p.inWord {
+				p.inWord, h = true, fnvOffset
+			}
+			for ; i < len(s) && wordByte[s[i]]; i++ {
+				h = (h ^ uint64(s[i])) * fnvPrime
+			}
+			p.wordHash = h
+			continue
+		}
 		switch {
 		case c == '\\':
 			if i+1 >= len(s) {
@@ -138,6 +161,8 @@ func (p *promptScan) addJSONString(raw []byte) error {
 			default:
 				return fmt.Errorf("invalid escape \\%c in JSON string", e)
 			}
+		case c < 0x20:
+			return errors.New("control character in JSON string")
 		case c < utf8.RuneSelf:
 			if asciiSpace[c] {
 				p.space()
@@ -238,10 +263,10 @@ func (p *promptScan) addContent(raw json.RawMessage) error {
 }
 
 func trimJSONSpace(b []byte) []byte {
-	for len(b) > 0 && asciiSpace[b[0]] {
+	for len(b) > 0 && b[0] < utf8.RuneSelf && asciiSpace[b[0]] {
 		b = b[1:]
 	}
-	for len(b) > 0 && asciiSpace[b[len(b)-1]] {
+	for len(b) > 0 && b[len(b)-1] < utf8.RuneSelf && asciiSpace[b[len(b)-1]] {
 		b = b[:len(b)-1]
 	}
 	return b
