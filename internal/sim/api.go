@@ -1,12 +1,12 @@
 package sim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -172,9 +172,14 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	if s.notReady(w) {
 		return
 	}
+	began := s.clock.Now()
 	l := s.life.Load()
-	var body chatRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBodyBytes)).Decode(&body); err != nil {
+	buf, err := readBody(http.MaxBytesReader(w, req.Body, maxBodyBytes), req.ContentLength)
+	body, scan, fast := fastChat(buf, s.prof.BlockSize)
+	if err == nil && !fast {
+		err = json.NewDecoder(bytes.NewReader(buf)).Decode(&body)
+	}
+	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid chat completion request body: "+err.Error())
 		return
 	}
@@ -186,10 +191,11 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusBadRequest, "messages must hold at least one message")
 		return
 	}
-	scan, err := s.scanMessages(body.Messages, int(req.ContentLength))
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+	if !fast {
+		if scan, err = s.scanMessages(body.Messages, len(buf)); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	prompt := scan.words
 	if prompt == 0 {
@@ -258,7 +264,7 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	}
 	resp := s.newResponse(l, r)
 	if body.Stream {
-		s.stream(req.Context(), w, r, resp, body.StreamOptions != nil && body.StreamOptions.IncludeUsage)
+		s.stream(req.Context(), w, r, resp, body.StreamOptions != nil && body.StreamOptions.IncludeUsage, began)
 		return
 	}
 	s.complete(req.Context(), w, r, resp)
@@ -373,8 +379,10 @@ func appendJSONString(buf []byte, s string) []byte {
 }
 
 // stream writes the answer as server-sent events, one chunk per token, writing
-// all tokens produced since its last write at once.
-func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, resp *response, includeUsage bool) {
+// all tokens produced since its last write at once. The modelled time from
+// began (the handler's start) to the first token's chunk flushed is
+// observed as the API's TTFT.
+func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, resp *response, includeUsage bool, began time.Duration) {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -388,7 +396,8 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 			return
 		}
 		buf = buf[:0]
-		if sent == 0 {
+		first := sent == 0
+		if first {
 			buf = append(buf, resp.head...)
 			buf = append(buf, `"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
 		}
@@ -426,6 +435,9 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 		if err := rc.Flush(); err != nil {
 			s.abort(r)
 			return
+		}
+		if first {
+			r.life.met.apiTTFT.Observe((s.clock.Now() - began).Seconds())
 		}
 		if sent < r.maxTokens && s.flush > 0 {
 			time.Sleep(s.flush)
@@ -503,101 +515,4 @@ func (s *Sim) complete(ctx context.Context, w http.ResponseWriter, r *request, r
 		Choices: []choice{{Message: msg, FinishReason: r.finish}},
 		Usage:   r.usage(),
 	})
-}
-
-func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
-	if s.notReady(w) {
-		return
-	}
-	prof := s.life.Load().prof
-	type permission struct {
-		ID                 string  `json:"id"`
-		Object             string  `json:"object"`
-		Created            int64   `json:"created"`
-		AllowCreateEngine  bool    `json:"allow_create_engine"`
-		AllowSampling      bool    `json:"allow_sampling"`
-		AllowLogprobs      bool    `json:"allow_logprobs"`
-		AllowSearchIndices bool    `json:"allow_search_indices"`
-		AllowView          bool    `json:"allow_view"`
-		AllowFineTuning    bool    `json:"allow_fine_tuning"`
-		Organization       string  `json:"organization"`
-		Group              *string `json:"group"`
-		IsBlocking         bool    `json:"is_blocking"`
-	}
-	type card struct {
-		ID          string       `json:"id"`
-		Object      string       `json:"object"`
-		Created     int64        `json:"created"`
-		OwnedBy     string       `json:"owned_by"`
-		Root        string       `json:"root"`
-		Parent      *string      `json:"parent"`
-		MaxModelLen int          `json:"max_model_len"`
-		Permission  []permission `json:"permission"`
-	}
-	now := time.Now().Unix()
-	writeJSON(w, http.StatusOK, struct {
-		Object string `json:"object"`
-		Data   []card `json:"data"`
-	}{"list", []card{{
-		ID: prof.Model, Object: "model", Created: now, OwnedBy: s.pers.ownedBy, Root: prof.Model,
-		MaxModelLen: prof.MaxModelLen,
-		Permission: []permission{{
-			ID: "modelperm-" + strconv.FormatUint(mix64(s.seed+1), 16), Object: "model_permission", Created: now,
-			AllowSampling: true, AllowLogprobs: true, AllowView: true, Organization: "*",
-		}},
-	}}})
-}
-
-func (s *Sim) health(w http.ResponseWriter, _ *http.Request) {
-	if !s.life.Load().up.Load() || s.faults.Load().notReady(s.clock.Now()) {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-}
-
-// tokenize counts tokens like vLLM's /tokenize. Token ids are not modelled:
-// "tokens" is always an empty list; "count" is the word count.
-func (s *Sim) tokenize(w http.ResponseWriter, req *http.Request) {
-	if s.notReady(w) {
-		return
-	}
-	prof := s.life.Load().prof
-	var body struct {
-		Model    string          `json:"model"`
-		Prompt   json.RawMessage `json:"prompt"`
-		Messages []chatMessage   `json:"messages"`
-	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBodyBytes)).Decode(&body); err != nil {
-		writeError(w, http.StatusBadRequest, "invalid tokenize request body: "+err.Error())
-		return
-	}
-	if body.Model != "" && body.Model != prof.Model {
-		s.modelNotFound(w, body.Model)
-		return
-	}
-	var scan *promptScan
-	var err error
-	switch {
-	case len(body.Messages) > 0:
-		scan, err = s.scanMessages(body.Messages, int(req.ContentLength))
-	case len(body.Prompt) > 0:
-		scan = newPromptScan(s.prof.BlockSize, int(req.ContentLength))
-		if err = scan.addJSONString(trimJSONSpace(body.Prompt)); err != nil {
-			err = fmt.Errorf("prompt: %w", err)
-		}
-		scan.finish()
-	default:
-		err = errors.New("give either prompt (a string) or messages")
-	}
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	writeJSON(w, http.StatusOK, struct {
-		Count       int    `json:"count"`
-		MaxModelLen int    `json:"max_model_len"`
-		Tokens      []int  `json:"tokens"`
-		TokenStrs   *[]any `json:"token_strs"`
-	}{scan.words, prof.MaxModelLen, []int{}, nil})
 }

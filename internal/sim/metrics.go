@@ -87,7 +87,8 @@ type metrics struct {
 
 	lag, lagMax prometheus.Gauge
 	iterations  prometheus.Counter
-	hostHits    prometheus.Counter // prompt tokens served from the host cache tier
+	hostHits    prometheus.Counter  // prompt tokens served from the host cache tier
+	apiTTFT     prometheus.Observer // the HTTP handler's start to the first token's chunk flushed
 
 	// hits and queries since start, for SGLang's cache_hit_rate gauge.
 	hitTokens, queryTokens float64
@@ -128,7 +129,13 @@ func unregistered() *metrics {
 		Name: "headroom_sim_host_cache_hit_tokens_total",
 		Help: "Prompt tokens served from the host-memory cache tier (copied in, not recomputed); also counted as prefix cache hits.",
 	})
-	m.reg.MustRegister(m.lag, m.lagMax, m.iterations)
+	api := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "headroom_sim_api_time_to_first_token_seconds",
+		Help:    "Streamed requests: from the HTTP handler's start (before the body is read) to the first token's chunk flushed (modelled seconds). Unlike the engine's TTFT it holds reading and parsing the request and handing the token to the stream, wall time the time scale multiplies.",
+		Buckets: ttftBuckets,
+	})
+	m.apiTTFT = api
+	m.reg.MustRegister(m.lag, m.lagMax, m.iterations, api)
 	return m
 }
 
