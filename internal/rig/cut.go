@@ -11,14 +11,28 @@ import (
 // after it, for the requests still in flight when that time ends. A request
 // of a step's judged time that finishes after the line is kept out of the
 // book, so the step is judged on it as sent and unfinished however late the
-// judging runs, and its record is written flagged, so that `judge` sees the
-// step exactly as the live run did.
+// judging runs. The run directory holds it both ways: as it was judged,
+// written with the step (inFlight), and with its outcome once it finishes,
+// flagged as late, so that `judge` sees the step exactly as the live run
+// did, even when the run was killed before the request finished.
 type stepCut struct {
 	mu    sync.Mutex
 	cur   load.Tag
 	ended map[int]bool // steps whose judged time is over
 	book  *sweep.Book
 	late  func(load.Record) // writes a record that finished after its step's line
+}
+
+// inFlight is what step i was judged on as still in flight: the requests
+// of its judged time sent and not finished by its line, as they were sent.
+func (c *stepCut) inFlight(i int) []load.Record {
+	var out []load.Record
+	for _, r := range c.book.Step(i, load.PhaseMeasure) {
+		if r.Pending {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func newStepCut(book *sweep.Book, late func(load.Record)) *stepCut {

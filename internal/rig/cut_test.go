@@ -23,7 +23,7 @@ func (f *fakeLoad) Stop(time.Duration) {}
 func TestStepCutJudgesLateRequestsAsInFlight(t *testing.T) {
 	var written []savedRecord
 	book := sweep.NewBook(func(r load.Record) { written = append(written, savedRecord{Record: r}) })
-	cut := newStepCut(book, func(r load.Record) { written = append(written, savedRecord{Record: r, InFlight: true}) })
+	cut := newStepCut(book, func(r load.Record) { written = append(written, savedRecord{Record: r, Late: true}) })
 	gen := &fakeLoad{}
 	l := cut.wrap(gen)
 	measure := load.Tag{Step: 0, Sessions: 2, Phase: load.PhaseMeasure}
@@ -53,11 +53,17 @@ func TestStepCutJudgesLateRequestsAsInFlight(t *testing.T) {
 			t.Errorf("the late request is judged as %+v, want in flight", r)
 		}
 	}
-	if len(written) != 3 || !written[1].InFlight || written[0].InFlight || written[2].InFlight {
+	if len(written) != 3 || !written[1].Late || written[0].Late || written[2].Late {
 		t.Fatalf("records written: %+v", written)
 	}
-	// judge reads the flagged record back as the live step saw it
-	if got := judgedView(written[1]); !got.Pending || got.Error != "" || got.Send != 110 || got.Lane != 1 {
+	// what the step was judged on as in flight is the late request as it
+	// was sent, to be written with the step
+	in := cut.inFlight(0)
+	if len(in) != 1 || in[0].Lane != 1 || in[0].Error != "" || in[0].Send != 110 {
+		t.Fatalf("in flight when step 1 was judged: %+v", in)
+	}
+	// judge reads it back as the live step saw it, and skips the late outcome
+	if got := judgedView(savedRecord{Record: in[0], InFlight: true}); !got.Pending || got.Error != "" || got.Send != 110 || got.Lane != 1 {
 		t.Errorf("judge reads the late request as %+v", got)
 	}
 }

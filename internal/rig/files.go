@@ -65,19 +65,23 @@ type Saved struct {
 	Steps   []sweep.StepResult
 	Samples []signal.Sample
 	// Records are the requests as their steps were judged: one still in
-	// flight when its step was judged reads as in flight (see judgedView).
+	// flight when its step was judged reads as in flight (see judgedView),
+	// and its outcome, which came later, is left out.
 	Records []load.Record
 	// Warnings say what could not be read: a torn last line a killed run
 	// left behind is skipped.
 	Warnings []string
 }
 
-// savedRecord is one line of records.jsonl: a request's record and, when
-// the request was still in flight as its step was judged, a flag saying so,
-// so that `judge` sees the step as the live run did.
+// savedRecord is one line of records.jsonl: a request's record. A request
+// still in flight when its step was judged has two lines: the one its step
+// was judged on (InFlight: as it was sent, no outcome), written with the
+// step, and its outcome once it finished (Late), which judging skips; so
+// `judge` sees the step as the live run did.
 type savedRecord struct {
 	load.Record
 	InFlight bool `json:"in_flight_when_judged,omitempty"`
+	Late     bool `json:"finished_after_judging,omitempty"`
 }
 
 // judgedView is a record as its step was judged: a request in flight then
@@ -132,7 +136,9 @@ func ReadRun(d *report.Dir) (Saved, error) {
 		if r.V != load.RecordVersion {
 			return fmt.Errorf("record version %d, this build reads %d", r.V, load.RecordVersion)
 		}
-		s.Records = append(s.Records, judgedView(r))
+		if !r.Late {
+			s.Records = append(s.Records, judgedView(r))
+		}
 		return nil
 	}); err != nil {
 		return s, err

@@ -133,7 +133,7 @@ func markCacheHits(sum *report.Summary, steps []sweep.StepResult, samples []sign
 				break
 			}
 		}
-		sum.Steps[i].SetCacheReported(reported)
+		sum.Steps[i].SetCacheReported(reported || sum.Steps[i].CacheReported)
 	}
 }
 

@@ -49,8 +49,9 @@ func killedRun(t *testing.T) *report.Dir {
 		rec(0, load.PhaseWarmup, 10, ""),
 		rec(0, load.PhaseMeasure, 100, ""),
 		rec(1, load.PhaseWarmup, 245, ""), // the killed step's warm-up
-		// finished after step 1's judged time ended: judged as in flight
-		savedRecord{Record: rec(0, load.PhaseMeasure, 230, load.ErrTimeout), InFlight: true},
+		// in flight when step 1 was judged, then finished (timed out)
+		savedRecord{Record: rec(0, load.PhaseMeasure, 230, ""), InFlight: true},
+		savedRecord{Record: rec(0, load.PhaseMeasure, 230, load.ErrTimeout), Late: true},
 		rec(1, load.PhaseMeasure, 310, ""), // the killed step's judged time
 		rec(1, load.PhaseMeasure, 320, load.ErrServer),
 	}, `{"v":1,"step":1,"phase":"meas`)
@@ -96,7 +97,7 @@ func TestResumeRepairsAKilledRun(t *testing.T) {
 		t.Errorf("steps.jsonl holds %d lines, want the finished step only", len(got))
 	}
 	recs := readLines(t, d.File("records.jsonl"))
-	if len(recs) != 3 || strings.Contains(strings.Join(recs, "\n"), `"step":1`) {
+	if len(recs) != 4 || strings.Contains(strings.Join(recs, "\n"), `"step":1`) {
 		t.Errorf("records.jsonl after the repair:\n%s", strings.Join(recs, "\n"))
 	}
 	if got := readLines(t, d.File("metrics.jsonl")); len(got) != 9 { // 0 s to 240 s
@@ -106,7 +107,7 @@ func TestResumeRepairsAKilledRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(saved.Warnings) > 0 || len(saved.Steps) != 1 || len(saved.Records) != 3 {
+	if len(saved.Warnings) > 0 || len(saved.Steps) != 1 || len(saved.Records) != 3 { // the late outcome is not judged
 		t.Errorf("read back: %d steps, %d records, warnings %v", len(saved.Steps), len(saved.Records), saved.Warnings)
 	}
 	// a second repair finds nothing to do
@@ -134,7 +135,7 @@ func TestReadRunSkipsATornTail(t *testing.T) {
 			t.Errorf("no warning about the torn line of %s:\n%s", name, all)
 		}
 	}
-	if len(saved.Steps) != 1 || len(saved.Records) != 6 || len(saved.Samples) != 12 {
+	if len(saved.Steps) != 1 || len(saved.Records) != 6 || len(saved.Samples) != 12 { // the late outcome is not judged
 		t.Errorf("%d steps, %d records, %d samples", len(saved.Steps), len(saved.Records), len(saved.Samples))
 	}
 	r := saved.Records[3]

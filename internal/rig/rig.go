@@ -110,8 +110,10 @@ type run struct {
 	// overContext is pre-flight's count of the planned turns over the
 	// served context, for the summary; nil until counted.
 	overContext *report.OverContext
-	// notes say what resuming mended in the run directory, for the summary.
-	notes []string
+	// notes say what resuming mended in the run directory, for the summary;
+	// savedSamples are the scrapes of the steps judged before the resume.
+	notes        []string
+	savedSamples []signal.Sample
 }
 
 func (r *run) logf(format string, args ...any) { fmt.Fprintf(r.progress, format+"\n", args...) }
@@ -183,7 +185,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		if err != nil {
 			return report.Summary{}, err
 		}
-		cfg, previous, r.notes = saved.Config, saved.Steps, notes
+		cfg, previous, r.notes, r.savedSamples = saved.Config, saved.Steps, notes, saved.Samples
 		for _, n := range notes {
 			r.logf("resume: %s", n)
 		}
@@ -374,7 +376,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	// requests of a step's judged time that finish after it are judged
 	// as in flight, live and by `judge` alike
 	cut := newStepCut(book, func(rec load.Record) {
-		files.records.Write(savedRecord{Record: rec, InFlight: true})
+		files.records.Write(savedRecord{Record: rec, Late: true})
 		tel.RequestDone(rec.Error)
 	})
 	gen := load.NewGenerator(load.Options{
@@ -404,6 +406,9 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		},
 		OnStepStart: func(i, n int) { tel.SetStep(i, n) },
 		OnStep: func(s sweep.StepResult) {
+			for _, rec := range cut.inFlight(s.Index) {
+				files.records.Write(savedRecord{Record: rec, InFlight: true})
+			}
 			files.steps.Write(s)
 			files.flush() // a killed run keeps every finished step
 			r.notify.post(stepMessage(cfg.Recipe.Name, s))
@@ -444,7 +449,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	files.flush()
 	res.Warnings = append(res.Warnings, files.warnings()...)
 	sum = r.summary(res, &cal)
-	markCacheHits(&sum, res.Steps, runner.Samples())
+	markCacheHits(&sum, res.Steps, append(r.savedSamples, runner.Samples()...))
 	if err := r.write(&sum); err != nil {
 		return sum, err
 	}
