@@ -19,7 +19,8 @@ import (
 
 const exitCodesHelp = `Exit codes:
   0  the target held (with no target set: the run finished)
-  1  rig error: bad run file, endpoint down, a phase failed, interrupted
+  1  rig error: bad run file, endpoint down, a phase failed, the engine not
+     idle after the run (post-flight), interrupted before any step was judged
   2  the target failed the bar
   3  the target was too close to call, or had no data`
 
@@ -56,10 +57,12 @@ reference report's bar, on a clock 100 times faster than modelled time.
 Everything is written to runs/<recipe>/<timestamp>/ as the run goes: the
 resolved config, records.jsonl (one line per request), metrics.jsonl (every
 scrape), steps.jsonl, summary.json, report.md, report.html, report.json and
-junit.xml. A killed run loses at most the step in flight; --resume continues it.
+junit.xml. A killed run loses at most the step in flight; --resume continues it,
+cutting off a line the kill left half-written and dropping the killed step's
+records and scrapes, so that step runs again whole.
 On SIGINT or SIGTERM the run stops issuing turns, cancels what is in flight,
 runs post-flight and rollback, writes the partial report and exits with the
-code of what it measured.
+code of what it measured (1 when no step had been judged yet).
 
 ` + exitCodesHelp,
 		Example: `  headroom run
@@ -113,23 +116,27 @@ code of what it measured.
 			if sum.RunDir != "" {
 				if rerr := renderAll(sum.RunDir); rerr != nil && err == nil {
 					err = rerr
+					sum.Error = rerr.Error()
 				}
 			}
-			if sum.RunDir != "" && (err == nil || sum.Steps != nil) {
+			// --json always prints a summary, with the error of a run that
+			// ended in one; the text summary needs a run directory to show
+			if asJSON || sum.RunDir != "" {
 				if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
 					err = perr
 				}
 			}
-			var intr *rig.Interrupted
-			if errors.As(err, &intr) {
-				// an interrupted run exits with the code of what it measured
+			code := rig.ExitCodeOf(sum, err)
+			if err != nil && code != rig.ExitRigError {
+				// interrupted after a verdict: say so, and exit with the
+				// code of what it measured
 				fmt.Fprintln(stderr, "headroom:", err)
 				err = nil
 			}
 			if err != nil {
 				return err
 			}
-			if code := rig.ExitCode(sum); code != rig.ExitHeld {
+			if code != rig.ExitHeld {
 				return exitError{code: code}
 			}
 			return nil
