@@ -250,7 +250,7 @@ func curveCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 		passed := func(v verdict.Verdict) bool { return v == verdict.Pass }
 		return verdictCross(pts, rule.name, notFail, true, false), verdictCross(pts, rule.name, passed, false, false), verdictCross(pts, rule.name, notFail, true, true)
 	}
-	return crossAt(pts, rule, pick(0), true), crossAt(pts, rule, pick(1), false), crossAt(pts, rule, pick(2), true)
+	return crossAt(pts, rule, pick(0), true, false), crossAt(pts, rule, pick(1), false, rule.name == verdict.PartErrors), crossAt(pts, rule, pick(2), true, false)
 }
 
 // lastHeld is the index of the step after which a curve leaves the bar:
@@ -306,7 +306,17 @@ func verdictCross(pts []Point, name string, held func(verdict.Verdict) bool, las
 // crossAt finds where a curve leaves the bar: its first crossing, or (last)
 // the crossing after the highest step where it held. A missing value, or a
 // confident fail of the part, counts as off the bar.
-func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64, last bool) crossing {
+//
+// envelope reads the error part's pessimistic curve under the rule that more
+// sessions never make fewer errors: an upper bound measured at a higher step
+// also bounds every step below it, so each step's pessimistic value is the
+// best of its own and those of the steps above it. A low step whose error
+// interval is wide only because it holds few turns (0 errors in 150 turns:
+// Wilson's upper bound 2.5% against a 2% bar) then no longer pulls the
+// lower bound to 0 when 8 sessions held with confidence; its own verdict
+// stays too close. Latency keeps the first crossing: a low step's latency
+// miss can be real (a handful of cold prompts) and stays visible.
+func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64, last, envelope bool) crossing {
 	held := make([]bool, len(pts))
 	vals := make([]float64, len(pts))
 	measured := func(k int) bool {
@@ -319,7 +329,24 @@ func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64, last 
 		}
 		part, _ := p.Judged.Part(rule.name)
 		vals[k] = value(part)
-		held[k] = rule.ok(vals[k], part.Bar) && part.Verdict != verdict.Fail
+	}
+	if envelope {
+		best := math.NaN()
+		for k := len(pts) - 1; k >= 0; k-- {
+			if !measured(k) {
+				continue
+			}
+			if !math.IsNaN(best) && (rule.higherIsWorse && best < vals[k] || !rule.higherIsWorse && best > vals[k]) {
+				vals[k] = best
+			}
+			best = vals[k]
+		}
+	}
+	for k, p := range pts {
+		if measured(k) {
+			part, _ := p.Judged.Part(rule.name)
+			held[k] = rule.ok(vals[k], part.Bar) && part.Verdict != verdict.Fail
+		}
 	}
 	k := lastHeld(held, last)
 	switch {

@@ -313,3 +313,26 @@ func TestCapacityNoDataLine(t *testing.T) {
 		t.Errorf("capacity line %q", got)
 	}
 }
+
+// TestFewTurnsDoNotPullCapacityToZero: the default demo's shape after the
+// Wilson floor. 0 errors in 148 turns at 4 sessions is too close (upper bound
+// 2.5% against 2%), 0 in 252 at 8 passes (1.5%), 12 fails on TTFT. The
+// 4-session step's verdict stays too close, but 8 sessions held with
+// confidence, and errors never fall as sessions rise: the interval's lower
+// bound is not 0, and the target 8 passes.
+func TestFewTurnsDoNotPullCapacityToZero(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	p4 := withPart(step(4, [3]float64{2.2, 1.0, 3.2}, fast), errorsAt(verdict.TooClose, 0, 0, 0.025))
+	p8 := withPart(step(8, [3]float64{1.5, 0.9, 2.5}, [3]float64{13.5, 13.3, 20}), errorsAt(verdict.Pass, 0, 0, 0.015))
+	p12 := withPart(step(12, [3]float64{14.9, 7.9, 20}, [3]float64{5.5, 3.1, 7.2}), errorsAt(verdict.TooClose, 0, 0, 0.08))
+	got := CapacityOf([]Point{p4, p8, p12})
+	if p4.Judged.Verdict != verdict.TooClose {
+		t.Fatalf("the 4-session step reads %s, want too close", p4.Judged.Verdict)
+	}
+	if got.Lo < 8 || got.Sessions <= 8 || got.Sessions >= 12 || got.LimitedBy != "ttft" {
+		t.Errorf("capacity %s: want between 8 and 12 with its lower bound at or above 8, limited by ttft", got)
+	}
+	if tv := got.Target(8).Verdict; tv != verdict.Pass {
+		t.Errorf("target 8 reads %s, want pass: 8 sessions held with confidence", tv)
+	}
+}
