@@ -32,6 +32,7 @@ type answers struct {
 	peak    float64             // the total before a drop in the last scrape; NaN otherwise
 	bounces []string            // drops followed by a return to the level before them
 	scrapes int
+	lastSeq uint64 // the newest scrape observed, by when it was sent
 	warned  bool
 }
 
@@ -43,10 +44,13 @@ var identityLabels = []string{"pod", "pod_name", "kubernetes_pod_name", "hostnam
 // startTimeFamily is the process collector's start time, in Unix seconds.
 const startTimeFamily = "process_start_time_seconds"
 
-// observe records one scrape of target (families as parsed, total the sum
-// of the counters the mapping read from it) and returns a warning the first
-// time the target is seen answering from different processes.
-func (w *processWatch) observe(target, name string, families map[string]*dto.MetricFamily, total float64) string {
+// observe records one scrape of target (seq orders scrapes by when they
+// were sent, families as parsed, total the sum of the counters the mapping
+// read from it) and returns a warning the first time the target is seen
+// answering from different processes. A scrape that answers after a later
+// one (two scrapes overlapping: the scrape loop and an idle wait) read the
+// counters earlier; it is left out, or one process would look like two.
+func (w *processWatch) observe(target, name string, seq uint64, families map[string]*dto.MetricFamily, total float64) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.targets == nil {
@@ -57,6 +61,10 @@ func (w *processWatch) observe(target, name string, families map[string]*dto.Met
 		a = &answers{seen: map[string][]string{}, last: map[string]string{}, peak: math.NaN()}
 		w.targets[target] = a
 	}
+	if seq != 0 && seq < a.lastSeq {
+		return ""
+	}
+	a.lastSeq = max(a.lastSeq, seq)
 	a.scrapes++
 	var evidence []string
 	clues := processClues(families)

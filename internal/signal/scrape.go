@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -37,6 +38,7 @@ type Scraper struct {
 	mu    sync.Mutex
 	found []string // the targets of the last listing that worked
 	watch processWatch
+	seq   atomic.Uint64 // orders scrapes by when they were sent
 }
 
 // maxBody bounds how much of one /metrics response is read.
@@ -170,6 +172,7 @@ func (s *Scraper) fetch(ctx context.Context, target string) (map[string]*dto.Met
 }
 
 func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) error {
+	seq := s.seq.Add(1) // scrapes may overlap (the scrape loop and an idle wait)
 	families, err := s.fetch(ctx, target)
 	if err != nil {
 		return err
@@ -192,7 +195,7 @@ func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) er
 			total += v
 		}
 	}
-	s.watch.observe(target, name, families, total)
+	s.watch.observe(target, name, seq, families, total)
 	*into = part
 	return nil
 }
