@@ -41,6 +41,7 @@ func VLLM() Mapping {
 		{Common: GenerationTokens, Metric: "vllm:generation_tokens_total", Kind: Counter},
 		{Common: PrefixCacheHits, Metric: "vllm:prefix_cache_hits_total", Kind: Counter},
 		{Common: PrefixCacheQueries, Metric: "vllm:prefix_cache_queries_total", Kind: Counter},
+		{Common: PromptTokensCached, Metric: "vllm:prompt_tokens_cached_total", Kind: Counter},
 		{Common: Preemptions, Metric: "vllm:num_preemptions_total", Kind: Counter},
 		{Common: Running, Metric: "vllm:num_requests_running", Kind: Gauge},
 		{Common: Waiting, Metric: "vllm:num_requests_waiting", Kind: Gauge},

@@ -39,6 +39,7 @@ const (
 	GenerationTokens   = "generation_tokens"    // counter
 	PrefixCacheHits    = "prefix_cache_hits"    // counter (tokens)
 	PrefixCacheQueries = "prefix_cache_queries" // counter (tokens)
+	PromptTokensCached = "prompt_tokens_cached" // counter (tokens): the prompt tokens served from cache, counted with prompt_tokens
 	Preemptions        = "preemptions"          // counter: preempted or retracted requests
 	Running            = "running"              // gauge: requests running
 	Waiting            = "waiting"              // gauge: requests waiting
@@ -61,7 +62,7 @@ var commonKinds = map[string]Kind{
 	TTFT: Histogram, EngineTTFT: Histogram, TPOT: Histogram, ITL: Histogram, E2E: Histogram, Queue: Histogram,
 	RequestsOK: Counter, RequestsAborted: Counter, RequestsFailed: Counter,
 	HTTP2xx: Counter, HTTP4xx: Counter, HTTP5xx: Counter,
-	PromptTokens: Counter, GenerationTokens: Counter, PrefixCacheHits: Counter, PrefixCacheQueries: Counter, Preemptions: Counter,
+	PromptTokens: Counter, GenerationTokens: Counter, PrefixCacheHits: Counter, PrefixCacheQueries: Counter, PromptTokensCached: Counter, Preemptions: Counter,
 	Running: Gauge, Waiting: Gauge, RequestsActive: Gauge, KVCacheUsage: Gauge,
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
@@ -334,5 +335,25 @@ func TestFewTurnsDoNotPullCapacityToZero(t *testing.T) {
 	}
 	if tv := got.Target(8).Verdict; tv != verdict.Pass {
 		t.Errorf("target 8 reads %s, want pass: 8 sessions held with confidence", tv)
+	}
+}
+
+// TestCachedTokensNeverPassThePrompt: hits are counted when a request is
+// admitted and prompt tokens when it first answers, so over a short step
+// hits over prompt tokens read 386%; cached tokens come from the counter
+// kept with the prompt tokens, else from the hit share of the lookups.
+func TestCachedTokensNeverPassThePrompt(t *testing.T) {
+	w := func(c map[string]float64) signal.Window { return signal.Window{Start: 0, End: 30e9, Counter: c} }
+	// admitted early, answered late: 3,860 hits for 1,000 prompt tokens
+	got := tokensOf([]signal.Window{w(map[string]float64{signal.PromptTokens: 1000, signal.PrefixCacheHits: 3860, signal.PrefixCacheQueries: 4000})})
+	if got.Cached > got.Prompt || got.Cached != 965 {
+		t.Errorf("cached %g of %g prompt tokens, want 965 (the 96.5%% hit share)", got.Cached, got.Prompt)
+	}
+	got = tokensOf([]signal.Window{w(map[string]float64{signal.PromptTokens: 1000, signal.PromptTokensCached: 600, signal.PrefixCacheHits: 3860, signal.PrefixCacheQueries: 4000})})
+	if got.Cached != 600 {
+		t.Errorf("cached %g, want the 600 counted with the prompt tokens", got.Cached)
+	}
+	if got := tokensOf([]signal.Window{w(map[string]float64{signal.PromptTokens: 1000})}); got.Cached != 0 {
+		t.Errorf("no cache counters: cached %g, want 0 (not reported)", got.Cached)
 	}
 }

@@ -155,7 +155,7 @@ func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.Load
 		end = windows[len(windows)-1].End.Seconds()
 	}
 	var ttfts []float64
-	var planned, served, ideal float64
+	var planned, served, ideal, idealPlanned float64
 	for _, rec := range records {
 		k := windowOf(windows, rec.Send)
 		if k < 0 {
@@ -183,6 +183,12 @@ func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.Load
 			}
 			planned += float64(rec.PlannedPromptTokens)
 			served += float64(rec.ServedPromptTokens)
+		}
+		// The server counts a prefix-cache lookup when it admits a request,
+		// so the ideal covers every turn the engine took in, those still in
+		// flight at the window's end included; refusals never reach the cache.
+		if rec.ReachedServer() && rec.Status < 400 && (rec.Pending || !rec.Failed() || rec.Error == load.ErrAborted || rec.Error == load.ErrTimeout) {
+			idealPlanned += float64(rec.PlannedPromptTokens)
 			ideal += float64(rec.IdealCachedTokens)
 		}
 	}
@@ -196,7 +202,9 @@ func loadWindows(records []load.Record, windows []signal.Window) ([]verdict.Load
 	sum.ClientTTFTP90 = quantile(ttfts, 0.9)
 	if planned > 0 {
 		sum.PromptDrift = served/planned - 1
-		sum.IdealHitRate = ideal / planned
+	}
+	if idealPlanned > 0 {
+		sum.IdealHitRate = ideal / idealPlanned
 	}
 	return out, sum
 }
@@ -265,13 +273,32 @@ func crossChecks(ws []signal.Window, l LoadSummary) []string {
 	return out
 }
 
+// tokensOf sums the step's token counters. Cached prompt tokens come from a
+// counter kept with the prompt tokens (vLLM's prompt_tokens_cached, counted
+// at the first token as prompt_tokens is); else from the prefix cache's
+// hit share applied to the prompt tokens, since hits are counted when a
+// request is admitted and prompt tokens when it first answers, and over a
+// short window hits over prompt tokens can pass 100%.
 func tokensOf(ws []signal.Window) Tokens {
 	var t Tokens
+	var cached, hits, queries float64
+	withCached := false
 	for _, w := range ws {
 		t.Prompt += w.Counter[signal.PromptTokens]
-		t.Cached += w.Counter[signal.PrefixCacheHits]
 		t.Output += w.Counter[signal.GenerationTokens]
 		t.Seconds += (w.End - w.Start).Seconds()
+		if v, ok := w.Counter[signal.PromptTokensCached]; ok {
+			cached += v
+			withCached = true
+		}
+		hits += w.Counter[signal.PrefixCacheHits]
+		queries += w.Counter[signal.PrefixCacheQueries]
+	}
+	switch {
+	case withCached:
+		t.Cached = cached
+	case queries > 0:
+		t.Cached = t.Prompt * min(1, hits/queries)
 	}
 	if t.Seconds > 0 {
 		t.PerHour = (t.Prompt + t.Output) / t.Seconds * 3600
