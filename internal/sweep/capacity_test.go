@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/verdict"
@@ -355,5 +356,21 @@ func TestCachedTokensNeverPassThePrompt(t *testing.T) {
 	}
 	if got := tokensOf([]signal.Window{w(map[string]float64{signal.PromptTokens: 1000})}); got.Cached != 0 {
 		t.Errorf("no cache counters: cached %g, want 0 (not reported)", got.Cached)
+	}
+}
+
+// TestIdealCacheIncludesTurnsInFlight: the server counts a lookup when it
+// admits a request, so the traces' ideal must count the turns still in
+// flight at the window's end too (it left them out), and never refusals.
+func TestIdealCacheIncludesTurnsInFlight(t *testing.T) {
+	ws := []signal.Window{{Start: 0, End: 30e9}}
+	recs := []load.Record{
+		{Send: 1, PlannedPromptTokens: 100, IdealCachedTokens: 0, Status: 200, FirstToken: 2, LastToken: 3},
+		{Send: 5, PlannedPromptTokens: 100, IdealCachedTokens: 90, Pending: true},                       // in flight at the end
+		{Send: 6, PlannedPromptTokens: 100, IdealCachedTokens: 90, Status: 400, Error: load.ErrRefused}, // refused: never looked up
+	}
+	_, sum := loadWindows(recs, ws)
+	if sum.IdealHitRate != 0.45 {
+		t.Errorf("ideal hit rate %g, want 0.45 (90 of 200 admitted prompt tokens)", sum.IdealHitRate)
 	}
 }
