@@ -128,7 +128,14 @@ func markCacheHits(sum *report.Summary, steps []sweep.StepResult, samples []sign
 		to := time.Duration(steps[i].End * float64(time.Second))
 		reported := false
 		for _, s := range samples {
-			if _, ok := s.Counter[signal.PrefixCacheHits]; ok && s.At >= from && s.At <= to {
+			if s.At < from || s.At > to {
+				continue
+			}
+			// the cached prompt tokens, or the prefix cache's hits and lookups
+			_, cached := s.Counter[signal.PromptTokensCached]
+			_, hits := s.Counter[signal.PrefixCacheHits]
+			_, queries := s.Counter[signal.PrefixCacheQueries]
+			if cached || hits && queries {
 				reported = true
 				break
 			}
