@@ -89,12 +89,12 @@ code of what it measured (1 when no step had been judged yet).
 				_, err = stdout.Write(b)
 				return err
 			}
-			opts := rig.Options{Config: cfg, Progress: stderr, Version: version, Live: live.IsTerminal(stderr, os.Getenv)}
+			opts := rig.Options{Config: cfg, Progress: stderr, Version: fullVersion(), Live: live.IsTerminal(stderr, os.Getenv)}
 			if quiet {
 				opts.Progress = nil
 			}
 			if metrics != "" {
-				tel := telemetry.New(cfg.Recipe.Name, version)
+				tel := telemetry.New(cfg.Recipe.Name, fullVersion())
 				addr, err := tel.Serve(cmd.Context(), metrics)
 				if err != nil {
 					return fmt.Errorf("--metrics-addr %s: %w", metrics, err)

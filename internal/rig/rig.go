@@ -386,6 +386,7 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
 		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
 		Seed: cfg.Workload.Seed, Sink: cut.add, OnSend: onSend,
+		Retry: load.RetryPolicy{Attempts: cfg.Workload.Retry.Attempts, Base: seconds(cfg.Workload.Retry.BackoffS), Max: seconds(cfg.Workload.Retry.BackoffMaxS)},
 	})
 	plan := SweepPlan(cfg)
 	plan.Previous = previous
