@@ -16,8 +16,8 @@ func TestVersionFromBuildInfo(t *testing.T) {
 		info *debug.BuildInfo
 		want string
 	}{
-		{"dev", info, "v0.3.0 (commit 0123456789ab+dirty, go1.26.8)"},              // module version and commit from the build info
-		{"v1.2.3", info, "v1.2.3 (commit 0123456789ab+dirty, go1.26.8)"},           // -ldflags wins
+		{"dev", info, "v0.3.0 (commit 0123456789ab+dirty, go1.26.8)"},            // module version and commit from the build info
+		{"v1.2.3", info, "v1.2.3 (commit 0123456789ab+dirty, go1.26.8)"},         // -ldflags wins
 		{"dev", &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "dev"}, // a go run build knows nothing more
 		{"dev", nil, "dev"},
 	} {
