@@ -1,0 +1,96 @@
+package rig
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/sim"
+)
+
+// Endpoint is where the run sends load and reads metrics: the recipe's, or
+// the built-in simulated gateway started on a loopback port when the recipe
+// says "sim". stop shuts the simulator down (a no-op otherwise).
+func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []string, stop func(), err error) {
+	if cfg.Recipe.Endpoint != config.SimEndpoint {
+		return cfg.Recipe.Endpoint, cfg.Recipe.Metrics, func() {}, nil
+	}
+	opts, err := SimOptions(cfg.Recipe)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	opts.Scale, opts.Seed = cfg.TimeScale, cfg.Workload.Seed
+	url, stopSim, err := StartSim(cfg.Recipe, opts, "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if progress != nil {
+		fmt.Fprintf(progress, "simulated gateway at %s (%s personality, profile %s, %d cop%s, time scale %g)\n",
+			url, opts.Personality, opts.Profile.Name, max(cfg.Recipe.Copies, 1), map[bool]string{true: "ies", false: "y"}[cfg.Recipe.Copies > 1], cfg.TimeScale)
+	}
+	return url, []string{url + "/metrics"}, func() { stopSim() }, nil
+}
+
+// StartSim serves the simulated gateway on addr: one engine, or the
+// recipe's copies behind its router, with prefill split from decode when the
+// recipe's sim section names a link. It returns the base URL and a stop.
+func StartSim(rc config.Recipe, opts sim.Options, addr string) (string, func() error, error) {
+	var s interface {
+		Start(string) (string, error)
+		Close() error
+	}
+	var err error
+	if rc.Copies > 1 || rc.Sim.PDLinkBytesPerSecond > 0 {
+		co := sim.ClusterOptions{Options: opts, Copies: max(rc.Copies, 1), Router: strings.ReplaceAll(rc.Router, "-", "_")}
+		if link := rc.Sim.PDLinkBytesPerSecond; link > 0 {
+			co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: link}
+		}
+		s, err = sim.NewCluster(co)
+	} else {
+		s, err = sim.New(opts)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("recipe: the simulated gateway: %w", err)
+	}
+	url, err := s.Start(addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("start the simulated gateway on %s: %w (is the port free?)", addr, err)
+	}
+	return url, s.Close, nil
+}
+
+// SimOptions reads the recipe's simulator section: profile (a built-in
+// name or a file), personality (default: the recipe's engine) and faults.
+func SimOptions(rc config.Recipe) (sim.Options, error) {
+	var o sim.Options
+	name := rc.Sim.Profile
+	switch {
+	case name == "":
+		o.Profile = sim.DefaultProfile()
+	default:
+		p, err := sim.ProfileByName(name)
+		if err != nil {
+			if p, err = sim.LoadProfile(rc.Path(name)); err != nil {
+				return o, fmt.Errorf("recipe.sim.profile: %q is neither a built-in profile (%s) nor a readable profile file: %w", name, strings.Join(sim.ProfileNames(), ", "), err)
+			}
+		}
+		o.Profile = p
+	}
+	o.Profile.Model = rc.Model
+	o.Personality = rc.Sim.Personality
+	if o.Personality == "" {
+		o.Personality = "vllm"
+		if strings.EqualFold(rc.Engine, "sglang") {
+			o.Personality = "sglang"
+		}
+	}
+	if len(rc.Sim.Faults) > 0 {
+		f, err := sim.ParseFaults(rc.Sim.Faults)
+		if err != nil {
+			return o, fmt.Errorf("recipe.sim.faults: %w", err)
+		}
+		o.Faults = f
+	}
+	return o, nil
+}
