@@ -127,10 +127,7 @@ func HTML(r Run) []byte {
 	w("<h2>Verdicts per step</h2>\n")
 	b.WriteString(`<table id="verdicts"><thead><tr><th>sessions</th><th class="l">verdict</th><th>P90 TTFT s (95% interval)</th><th>P90 tokens/s per user (95% interval)</th><th>errors % (95% interval)</th><th>turns</th><th>in flight per session</th><th>cache hit</th><th class="l">why</th></tr></thead><tbody>` + "\n")
 	for _, st := range s.Steps {
-		hit := "–"
-		if st.Tokens.Prompt > 0 {
-			hit = fmt.Sprintf("%.0f%%", 100*st.Tokens.Cached/st.Tokens.Prompt)
-		}
+		hit := esc(st.CacheHit())
 		why := "within the bar"
 		if st.Verdict != verdict.Pass {
 			why = strings.TrimPrefix(stepMessage(st), fmt.Sprintf("%d sessions: %s", st.Sessions, verdictWords(st.Verdict)))
@@ -157,6 +154,9 @@ func HTML(r Run) []byte {
 	}
 
 	w("<h2>Warnings and client-side cross-checks</h2>\n")
+	if s.Error != "" {
+		w(`<p id="run-error" class="warn"><b>The run ended in an error:</b> %s</p>`+"\n", esc(s.Error))
+	}
 	if len(s.Warnings) == 0 {
 		w(`<p id="warnings">No warnings.</p>` + "\n")
 	} else {
@@ -212,8 +212,8 @@ func capacityWords(c sweep.Capacity) (string, string) {
 		return fmt.Sprintf("≥ %s sessions", num1(c.Sessions)), "every step passed; the ceiling was not reached"
 	case c.BelowFirst:
 		return "below the first step", fmt.Sprintf("95%% interval %s–%s", num1(c.Lo), hiWords(c))
-	case c.Sessions == 0 && c.LimitedBy == "no data":
-		return "no data", esc(c.Note)
+	case c.Sessions == 0 && strings.HasPrefix(c.LimitedBy, "no data"):
+		return "no data", esc(c.Note + " " + c.LimitedBy)
 	}
 	return fmt.Sprintf("%s sessions", num1(c.Sessions)), fmt.Sprintf("95%% interval %s–%s", num1(c.Lo), hiWords(c))
 }
@@ -226,8 +226,13 @@ func limitWords(c sweep.Capacity) string {
 		return "P90 tokens/s per user crossed first"
 	case "errors":
 		return "the error rate crossed first"
+	case "tool_calls":
+		return "tool calls under load failed their schema"
 	case "not reached":
 		return "no part of the bar was crossed"
+	}
+	if strings.HasPrefix(c.LimitedBy, "no data") {
+		return "the sweep ended on a step without data (" + c.LimitedBy + ")"
 	}
 	return ""
 }

@@ -92,7 +92,7 @@ func JUnit(s Summary) ([]byte, error) {
 		for _, m := range st.Missing {
 			lines = append(lines, "missing signal: "+m)
 		}
-		for _, w := range st.Warnings {
+		for _, w := range st.AllWarnings() {
 			lines = append(lines, "warning: "+w)
 		}
 		detail := strings.Join(lines, "\n")

@@ -147,3 +147,29 @@ func TestJSONLSkipsWhatCannotBeEncoded(t *testing.T) {
 		t.Errorf("skipped value not reported: %q", w)
 	}
 }
+
+// TestPartWarningsReachEveryRendering: a part's warning (few turns behind a
+// passing error interval, a client TTFT far from the server's) used to live
+// in summary.json only; it bears on the verdict, so the terminal, report.md,
+// report.html and junit.xml show it too.
+func TestPartWarningsReachEveryRendering(t *testing.T) {
+	const warn = "client P90 TTFT 4.8 s is 2.3 times the server P90 of 2.05 s"
+	st := Step{Sessions: 4, Verdict: verdict.Pass, Parts: []verdict.Part{
+		{Name: "ttft", Verdict: verdict.Pass, Value: stats.Summary{Center: 2, Lo: 1, Hi: 3, Warnings: []string{warn}}},
+	}}
+	s := Summary{Version: SummaryVersion, Steps: []Step{st}}
+	s.Collect(nil)
+	var text bytes.Buffer
+	if err := WriteText(&text, s); err != nil {
+		t.Fatal(err)
+	}
+	junit, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"terminal": text.String(), "report.md": string(Markdown(s)), "report.html": string(HTML(Run{Summary: s})), "junit.xml": string(junit)} {
+		if !strings.Contains(out, "ttft: "+warn) {
+			t.Errorf("%s does not show the part's warning", name)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -334,7 +335,7 @@ func (s *Summary) Collect(extra []string) {
 		for _, m := range st.Missing {
 			miss[m] = true
 		}
-		for _, w := range st.Warnings {
+		for _, w := range st.AllWarnings() {
 			warn[fmt.Sprintf("%d sessions: %s", st.Sessions, w)] = true
 		}
 	}
@@ -342,6 +343,21 @@ func (s *Summary) Collect(extra []string) {
 		warn[w] = true
 	}
 	s.Missing, s.Warnings = keys(miss), keys(warn)
+}
+
+// AllWarnings are the step's warnings and its parts' (a few turns behind an
+// error interval, a client TTFT far from the server's): everything that
+// bears on its verdict, each once, the parts' named by part.
+func (s Step) AllWarnings() []string {
+	out := append([]string(nil), s.Warnings...)
+	for _, p := range s.Parts {
+		for _, w := range p.Value.Warnings {
+			if line := p.Name + ": " + w; !slices.Contains(out, line) && !slices.Contains(out, w) {
+				out = append(out, line)
+			}
+		}
+	}
+	return out
 }
 
 func keys(m map[string]bool) []string {
