@@ -73,7 +73,9 @@ func TestDisaggregatedLink(t *testing.T) {
 	for _, link := range links {
 		t.Run(link.name, func(t *testing.T) {
 			c, err := NewCluster(ClusterOptions{
-				Options:       Options{Profile: pdProfile(), Scale: 50, Seed: 3},
+				// scale 10: a wall millisecond of HTTP reads as 10 modelled ms,
+				// not 50, so a busy or -race host does not bury the link
+				Options:       Options{Profile: pdProfile(), Scale: 10, Seed: 3},
 				Copies:        2,
 				Disaggregated: &Disaggregation{LinkBytesPerSecond: link.bps},
 			})
@@ -105,8 +107,10 @@ func TestDisaggregatedLink(t *testing.T) {
 	}
 	slow, fast := ttft["tcp-10gbe"], ttft["rdma"]
 	t.Logf("mean gateway TTFT: TCP %.3f s, RDMA %.3f s (modelled)", slow, fast)
-	if !(slow > 1) || !(slow > 5*fast) {
-		t.Errorf("mean TTFT over TCP %.3f s, over RDMA %.3f s: want TCP above 1 s and over 5x RDMA", slow, fast)
+	// The link's cost is the difference: wall-clock overhead on the scaled
+	// clock adds to both alike, so a ratio would read the host's load.
+	if !(slow > 1) || !(slow-fast > 0.8) {
+		t.Errorf("mean TTFT over TCP %.3f s, over RDMA %.3f s: want TCP above 1 s and at least 0.8 s more than RDMA", slow, fast)
 	}
 	if !(fast < 0.5) {
 		t.Errorf("mean TTFT over RDMA %.3f s: want under 0.5 s", fast)

@@ -150,7 +150,7 @@ func TestScaleKeepsVerdicts(t *testing.T) {
 	runs := map[float64]scaledRun{}
 	var mu sync.Mutex
 	t.Run("runs", func(t *testing.T) {
-		for _, scale := range []float64{1, 50} {
+		for _, scale := range []float64{1, fastScale} {
 			t.Run(fmt.Sprintf("scale %g", scale), func(t *testing.T) {
 				t.Parallel()
 				r := runScaled(t, scale, modelled)
@@ -160,21 +160,21 @@ func TestScaleKeepsVerdicts(t *testing.T) {
 			})
 		}
 	})
-	real, fast := runs[1], runs[50]
+	real, fast := runs[1], runs[fastScale]
 	t.Logf("scale 1: TTFT P90 bucket %v, interactivity %v, verdicts %v, %d requests", real.ttftBucket, real.interBucket, real.verdicts, real.sent)
-	t.Logf("scale 50: TTFT P90 bucket %v, interactivity %v, verdicts %v, %d requests", fast.ttftBucket, fast.interBucket, fast.verdicts, fast.sent)
+	t.Logf("scale %g: TTFT P90 bucket %v, interactivity %v, verdicts %v, %d requests", fastScale, fast.ttftBucket, fast.interBucket, fast.verdicts, fast.sent)
 	if real.sent != fast.sent || real.sent != 20 {
 		t.Errorf("requests sent %d and %d, want 20 each", real.sent, fast.sent)
 	}
 	if real.ttftBucket != fast.ttftBucket {
-		t.Errorf("P90 TTFT bucket %v at scale 1, %v at scale 50", real.ttftBucket, fast.ttftBucket)
+		t.Errorf("P90 TTFT bucket %v at scale 1, %v at scale %g", real.ttftBucket, fast.ttftBucket, fastScale)
 	}
 	if real.interBucket != fast.interBucket {
-		t.Errorf("P90 interactivity bucket %v at scale 1, %v at scale 50", real.interBucket, fast.interBucket)
+		t.Errorf("P90 interactivity bucket %v at scale 1, %v at scale %g", real.interBucket, fast.interBucket, fastScale)
 	}
 	for i := range scaleBars {
 		if real.verdicts[i] != fast.verdicts[i] {
-			t.Errorf("bar %+v: verdict %s at scale 1, %s at scale 50", scaleBars[i], real.verdicts[i], fast.verdicts[i])
+			t.Errorf("bar %+v: verdict %s at scale 1, %s at scale %g", scaleBars[i], real.verdicts[i], fast.verdicts[i], fastScale)
 		}
 	}
 	if real.verdicts[0] != verdict.Pass || real.verdicts[1] != verdict.Fail {
