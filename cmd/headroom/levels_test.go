@@ -19,7 +19,9 @@ func TestSmokeRunsOneShortStep(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	args := []string{"smoke", "--json", "--step-s", "90", "--set", "sweep.window_s=30", "--set", "workload.synth_sessions=40",
-		"--set", "evals.suites=[tool_calling]", "--set", "output=" + t.TempDir()}
+		"--set", "evals.suites=[tool_calling]", "--set", "output=" + t.TempDir(),
+		// priming room for a loaded or -race host: 37 modelled seconds were seen
+		"--set", "sweep.warmup_s=240", "--set", "workload.prime_timeout_s=240"}
 	err := run(context.Background(), args, &out, &errOut)
 	var ee exitError
 	if err != nil && !(errors.As(err, &ee) && ee.code == 3) {

@@ -20,6 +20,8 @@ func TestShortRehearsal(t *testing.T) {
 	}
 	base := Base(config.Default(), t.TempDir())
 	base.Workload.SynthSessions = 40
+	// priming room for a loaded or -race host (the warm-up row sets its own)
+	base.Sweep.WarmupS, base.Workload.PrimeTimeoutS = 240, 240
 	var progress bytes.Buffer
 	rows, err := Run(context.Background(), base, Options{Short: true, Progress: &progress})
 	if err != nil {

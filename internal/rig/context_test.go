@@ -255,7 +255,7 @@ func TestRunSkipsTurnsOverContext(t *testing.T) {
 	cfg.Workload.SynthSessions, cfg.Workload.SkipOverContext = 40, true
 	cfg.Evals.Suites = nil
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
-	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 60, 120, 60
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 240, 120, 240 // priming room for a loaded or -race host
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -144,10 +144,13 @@ func TestDirtyPostflightIsARigError(t *testing.T) {
 		t.Skip("runs a short sweep")
 	}
 	cfg := config.Default()
-	cfg.Recipe.Sim.Faults = []byte(`{"ignore_disconnects": true, "stall": {"at_s": 90, "for_s": 100000}}`)
+	// At scale 20 a loaded host's pre-flight takes a few modelled seconds,
+	// not the 90 that once let the stall begin before any load went out.
+	cfg.TimeScale = 20
+	cfg.Recipe.Sim.Faults = []byte(`{"ignore_disconnects": true, "stall": {"at_s": 75, "for_s": 100000}}`)
 	cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{2}, 2, 0
-	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS, cfg.Workload.PrimeTimeoutS = 60, 180, 30, 60
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS, cfg.Workload.PrimeTimeoutS = 45, 90, 30, 45
 	cfg.Workload.SynthSessions = 40
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {

@@ -36,7 +36,7 @@ func TestJudgeReproducesTheLiveRun(t *testing.T) {
 	cfg.Workload.Traces = "traces.jsonl" // relative to the working directory
 	cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{2, 4}, 4, 0
-	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 120, 180, 120
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 240, 180, 240 // priming room for a loaded or -race host
 	cfg.Sweep.Resamples = 200
 	// a short client deadline: requests in flight at a step's end time out
 	// after the step was judged

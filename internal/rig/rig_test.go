@@ -262,7 +262,7 @@ func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
 			cfg.Recipe.Sim.Faults = []byte(c.faults)
 			cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
 			cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
-			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS, cfg.Workload.PrimeTimeoutS = 120, 180, 120, 120
+			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS, cfg.Workload.PrimeTimeoutS = 240, 180, 120, 240
 			cfg.Workload.SynthSessions = 40
 			cfg.Output = t.TempDir()
 			if err := cfg.Validate(); err != nil {
