@@ -34,7 +34,7 @@ verdict against what must come out:
   metrics gone                       no data (pre-flight stops)
   refused long prompts               errors counted: not pass
   stall                              no data or fail, never pass
-  KV cache full                      not pass
+  KV cache full mid-step             not pass
   warm-up that would eat the step    reported: warm-up too short
   abandoned requests                 post-flight fails
   malformed tool calls under load    the step fails on tool_calls

@@ -66,8 +66,8 @@ func Scenarios(base config.Run) []Scenario {
 			Check:  func(o Outcome) (string, bool) { return never(o, verdict.NoData, verdict.Fail) },
 		},
 		{
-			Name: "KV cache full", Expected: "not pass",
-			Faults: `{"kv_capacity_tokens": 200000}`,
+			Name: "KV cache full mid-step", Expected: "not pass",
+			Faults: fmt.Sprintf(`{"kv_capacity_tokens": 200000, "kv_shrink": {"at_s": %g, "for_s": %g}}`, mid, base.Sweep.StepS),
 			Check: func(o Outcome) (string, bool) {
 				return never(o, verdict.Fail, verdict.NoData, verdict.TooClose)
 			},

@@ -194,7 +194,7 @@ func (e *engine) run(ctx context.Context) (crashed bool) {
 // them as they come free, and gives them back when the fault ends.
 func (e *engine) pin() {
 	want := 0
-	if c := e.s.faults.Load().f.KVCapacityTokens; c > 0 {
+	if c := e.s.faults.Load().kvCapacity(e.end); c > 0 {
 		want = max(0, e.kv.total()-c/e.p.BlockSize)
 	}
 	for len(e.kv.pinned) < want && e.kv.available() > 0 {

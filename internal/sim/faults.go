@@ -58,6 +58,10 @@ type Faults struct {
 	// as they come free, so the cache fills, requests preempt and queue, and
 	// the usage gauge reads near 1.
 	KVCapacityTokens int `json:"kv_capacity_tokens,omitempty"`
+	// KVShrink, when set, limits kv_capacity_tokens to this window, so the
+	// cache fills mid-step, as a rehearsal needs; without it the shrink lasts
+	// from when the faults are set.
+	KVShrink *Window `json:"kv_shrink,omitempty"`
 }
 
 // Window is a span of modelled time: it starts at_s after the faults are set
@@ -94,7 +98,7 @@ func (f Faults) Validate() error {
 	for _, w := range []struct {
 		name string
 		w    *Window
-	}{{"crash", f.Crash}, {"stall", f.Stall}, {"not_ready", f.NotReady}} {
+	}{{"crash", f.Crash}, {"stall", f.Stall}, {"not_ready", f.NotReady}, {"kv_shrink", f.KVShrink}} {
 		if w.w == nil {
 			continue
 		}
@@ -111,6 +115,9 @@ func (f Faults) Validate() error {
 		default:
 			return fmt.Errorf("sim faults: refuse.status is %d: use 400, 429 or 503", r.Status)
 		}
+	}
+	if f.KVShrink != nil && f.KVCapacityTokens <= 0 {
+		return errors.New("sim faults: kv_shrink is a window for kv_capacity_tokens: set kv_capacity_tokens too")
 	}
 	if f.MaxModelLen < 0 || f.MalformedToolCallsAbove < 0 || f.KVCapacityTokens < 0 {
 		return errors.New("sim faults: max_model_len, malformed_tool_calls_above and kv_capacity_tokens must not be negative")
@@ -129,6 +136,7 @@ type faultState struct {
 	stallAt, stallEnd       time.Duration
 	notReadyAt, notReadyEnd time.Duration
 	crashAt, crashEnd       time.Duration
+	kvAt, kvEnd             time.Duration
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -160,7 +168,17 @@ func (s *Sim) newFaultState(f Faults, now time.Duration) (*faultState, error) {
 	fs.stallAt, fs.stallEnd = place(f.Stall)
 	fs.notReadyAt, fs.notReadyEnd = place(f.NotReady)
 	fs.crashAt, fs.crashEnd = place(f.Crash)
+	fs.kvAt, fs.kvEnd = place(f.KVShrink)
 	return fs, nil
+}
+
+// kvCapacity is the KV cache, in tokens, the faults leave the engine at
+// modelled time t; 0 when they leave it whole.
+func (fs *faultState) kvCapacity(t time.Duration) int {
+	if fs.f.KVShrink != nil && (t < fs.kvAt || t >= fs.kvEnd) {
+		return 0
+	}
+	return fs.f.KVCapacityTokens
 }
 
 // stalled reports whether modelled time t falls in the stall window.

@@ -417,3 +417,34 @@ func TestMalformedToolCallsUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestKVShrinkWindow: kv_shrink limits kv_capacity_tokens to its window, so
+// a rehearsal can fill the cache mid-step; without it the shrink holds from
+// the start, as before.
+func TestKVShrinkWindow(t *testing.T) {
+	s, err := New(Options{Profile: DefaultProfile(), Scale: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	at := func(sec float64) time.Duration { return time.Duration(sec * float64(time.Second)) }
+	fs, err := s.newFaultState(Faults{KVCapacityTokens: 1000, KVShrink: &Window{AtSeconds: 10, ForSeconds: 5}}, at(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		t    float64
+		want int
+	}{{105, 0}, {110, 1000}, {114.9, 1000}, {115, 0}} {
+		if got := fs.kvCapacity(at(c.t)); got != c.want {
+			t.Errorf("at %gs: capacity %d, want %d", c.t, got, c.want)
+		}
+	}
+	always, _ := s.newFaultState(Faults{KVCapacityTokens: 1000}, 0)
+	if always.kvCapacity(at(5)) != 1000 {
+		t.Error("without kv_shrink the shrink must hold from the start")
+	}
+	if _, err := ParseFaults([]byte(`{"kv_shrink": {"at_s": 1, "for_s": 2}}`)); err == nil {
+		t.Error("kv_shrink without kv_capacity_tokens was accepted")
+	}
+}
