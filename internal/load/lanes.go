@@ -494,7 +494,10 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	} else {
 		maxTokens = 1
 		if g.o.PrimeTimeout > 0 {
-			timeout = min(timeout, g.o.PrimeTimeout)
+			// priming has its own bound (by default the warm-up): a short
+			// client deadline for turns must not time out a long prompt's
+			// prefill before the step starts
+			timeout = g.o.PrimeTimeout
 		}
 	}
 	c := g.o.Clock
