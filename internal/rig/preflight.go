@@ -16,7 +16,7 @@ import (
 // barSignals are the signals the bar needs; the alternatives in a group
 // stand in for each other (interactivity falls back to inter-token latency).
 func barSignals(clientErrors bool) [][]string {
-	out := [][]string{{signal.TTFT}, {signal.TPOT, signal.ITL}, {signal.RequestsAborted}}
+	out := [][]string{{signal.TTFT}, {signal.TPOT, signal.ITL}, {signal.RequestsAborted, signal.RequestsFailed}}
 	if !clientErrors {
 		out = append(out, []string{signal.HTTP4xx}, []string{signal.HTTP5xx})
 	}

@@ -67,7 +67,7 @@ func TestPreflightReadsAStandIn(t *testing.T) {
 		t.Fatalf("pre-flight against a finish_reason stand-in: %v", err)
 	}
 	for _, want := range []string{
-		`requests_aborted: no matching series yet`,
+		`requests_aborted, requests_failed: no matching series yet`,
 		"the TTFT bar 5.3 s sits inside the bucket (5, 7.5] of vllm:time_to_first_token_seconds",
 	} {
 		if !strings.Contains(detail, want) {

@@ -250,7 +250,7 @@ func crossChecks(ws []signal.Window, l LoadSummary) []string {
 			haveHTTP = true
 			http += w.Counter[signal.HTTP2xx] + w.Counter[signal.HTTP4xx] + w.Counter[signal.HTTP5xx]
 		}
-		finished += w.Counter[signal.RequestsOK] + w.Counter[signal.RequestsAborted]
+		finished += w.Counter[signal.RequestsOK] + w.Counter[signal.RequestsAborted] + w.Counter[signal.RequestsFailed]
 		hits += w.Counter[signal.PrefixCacheHits]
 		queries += w.Counter[signal.PrefixCacheQueries]
 	}

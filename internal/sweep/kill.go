@@ -53,7 +53,7 @@ func (r *Runner) kill(n int, from, now time.Duration) (why, part string) {
 		}
 	}
 	if k.ErrorRate > 0 {
-		errs := w.Counter[signal.HTTP4xx] + w.Counter[signal.HTTP5xx] + w.Counter[signal.RequestsAborted]
+		errs := w.Counter[signal.HTTP4xx] + w.Counter[signal.HTTP5xx] + w.Counter[signal.RequestsAborted] + w.Counter[signal.RequestsFailed]
 		done := errs + w.Counter[signal.RequestsOK]
 		if done >= 10 && errs/done > k.ErrorRate {
 			return fmt.Sprintf("%.0f%% of the last window's requests failed (limit %.0f%%)", 100*errs/done, 100*k.ErrorRate), verdict.PartErrors

@@ -13,6 +13,14 @@ import (
 // errorCounters are the server-reported counters an error rate needs.
 var errorCounters = []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAborted}
 
+// endCounters count the requests that ended without an HTTP error status
+// (aborted by the engine or the client, or failed: vLLM's finished_reason
+// abort and error, a gateway's error_type such as Envoy's _OTHER): a
+// mapping needs at least one; every one it has is counted. Modelplane's and
+// OpenTelemetry's gen_ai names have no aborted counter, only failed, and
+// their errors read no data while requests_aborted alone was asked for.
+var endCounters = []string{signal.RequestsAborted, signal.RequestsFailed}
+
 // errors judges the error rate: errors over planned turns, both counted in
 // the same windows. The interval is a ratio estimator over turns (windows
 // resampled, sum of errors over sum of planned turns of each resample), so a
@@ -22,7 +30,7 @@ var errorCounters = []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAbor
 // [0, 0]. A window's errors never count above its planned turns, so the rate
 // and its interval stay within [0, 1].
 func (j judge) errors(bar float64) Part {
-	p := Part{Name: PartErrors, Bar: bar, Source: "http_4xx + http_5xx + requests_aborted + not reached + unsent", Verdict: NoData}
+	p := Part{Name: PartErrors, Bar: bar, Source: "http_4xx + http_5xx + requests_aborted + requests_failed + not reached + unsent", Verdict: NoData}
 	p.Value.Confidence = j.o.Confidence
 	n := min(len(j.windows), len(j.load))
 	errs := make([]float64, n)
@@ -30,7 +38,7 @@ func (j judge) errors(bar float64) Part {
 	serverErrs, clientErrs := 0.0, 0
 	absent := map[string]int{}
 	for i := range n {
-		for _, c := range errorCounters {
+		for _, c := range errorCounters[:2] {
 			v, ok := j.windows[i].Counter[c]
 			if !ok {
 				absent[c]++
@@ -38,6 +46,17 @@ func (j judge) errors(bar float64) Part {
 			}
 			errs[i] += v
 			serverErrs += v
+		}
+		ends := 0
+		for _, c := range endCounters {
+			if v, ok := j.windows[i].Counter[c]; ok {
+				errs[i] += v
+				serverErrs += v
+				ends++
+			}
+		}
+		if ends == 0 {
+			absent[signal.RequestsAborted]++
 		}
 		l := j.load[i]
 		errs[i] += float64(l.NotReached + l.Unsent)
@@ -52,7 +71,11 @@ func (j judge) errors(bar float64) Part {
 	for _, c := range errorCounters {
 		if absent[c] > 0 {
 			p.Missing = append(p.Missing, c)
-			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", c, absent[c], n))
+			what := c
+			if c == signal.RequestsAborted {
+				what = "requests_aborted (or requests_failed)"
+			}
+			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", what, absent[c], n))
 		}
 	}
 	if len(p.Missing) > 0 && j.o.ClientErrors && absent[signal.HTTP4xx] == n && absent[signal.HTTP5xx] == n {

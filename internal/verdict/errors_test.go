@@ -118,3 +118,27 @@ func TestErrorIntervalWeighsWindowsByTurns(t *testing.T) {
 		t.Errorf("errors stamped in one window: no warning about the windows' weights: %q", stamped.Value.Warnings)
 	}
 }
+
+// TestGatewayErrorsWithoutAnAbortCounter: Modelplane's and OpenTelemetry's
+// gen_ai names count failed requests (error_type) but have no aborted
+// counter; errors read no data all run when requests_aborted was required.
+// A failed request is an error; a window with neither counter is no data.
+func TestGatewayErrorsWithoutAnAbortCounter(t *testing.T) {
+	ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(20)
+	ls := make([]LoadWindow, len(ws))
+	for i := range ws {
+		delete(ws[i].Counter, signal.RequestsAborted)
+		ws[i].Counter[signal.RequestsFailed] = 1 // one _OTHER failure per window
+		ls[i] = LoadWindow{Planned: 100, Sent: 100}
+	}
+	p, _ := Judge(bar, ws, ls, DefaultOptions()).Part(PartErrors)
+	if p.Verdict == NoData || math.Abs(p.Value.Center-0.01) > 1e-9 {
+		t.Errorf("gateway errors: %s at %g, want judged at 1%% (20 failed of 2000)", p.Verdict, p.Value.Center)
+	}
+	for i := range ws {
+		delete(ws[i].Counter, signal.RequestsFailed)
+	}
+	if p, _ := Judge(bar, ws, ls, DefaultOptions()).Part(PartErrors); p.Verdict != NoData {
+		t.Errorf("neither aborted nor failed counted: %s, want no data", p.Verdict)
+	}
+}
