@@ -16,9 +16,8 @@ import (
 // environment here: that happens when a run starts.
 func checkAccess(rc recipe.Recipe) []string {
 	errs := rc.EndpointAuth().Check("recipe")
-	// The endpoint's key has its own field name in the run file.
 	for i, e := range errs {
-		errs[i] = strings.Replace(e, "recipe.bearer_token_env", "recipe.api_key_env", 1)
+		errs[i] = recipe.EndpointField(e)
 	}
 	if rc.MetricsAuth != nil {
 		errs = append(errs, rc.MetricsAuth.Check("recipe.metrics_auth")...)

@@ -133,9 +133,16 @@ type KubernetesDiscovery struct {
 	Context    string `json:"context,omitempty"`
 }
 
-// EndpointAuth is what every request to the endpoint carries.
+// EndpointAuth is what every request to the endpoint carries. Its problems
+// are named under "recipe"; EndpointField gives the key its run-file name.
 func (r Recipe) EndpointAuth() transport.Auth {
 	return transport.Auth{BearerTokenEnv: r.APIKeyEnv, Headers: r.Headers, TLS: r.TLS}
+}
+
+// EndpointField renames, in a message about EndpointAuth("recipe"), the
+// bearer key's field to the name the run file gives it: recipe.api_key_env.
+func EndpointField(msg string) string {
+	return strings.ReplaceAll(msg, "recipe.bearer_token_env", "recipe.api_key_env")
 }
 
 // Deployer types a recipe's deploy section may name.

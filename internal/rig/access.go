@@ -2,10 +2,10 @@ package rig
 
 import (
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/recipe"
 	"github.com/headroom-bench/headroom/internal/transport"
 )
 
@@ -41,8 +41,7 @@ func resolveAccess(cfg config.Run, env transport.Env) (access, error) {
 		a.redact.AddURL(rc.Prometheus.URL)
 	}
 	if err := errors.Join(errs...); err != nil {
-		// The endpoint's key is recipe.api_key_env in the run file.
-		return access{}, errors.New(apiKeyField(err.Error()))
+		return access{}, errors.New(recipe.EndpointField(err.Error()))
 	}
 	for _, c := range []transport.Conn{a.endpoint, a.metrics, a.prometheus} {
 		a.redact.Add(c.Secrets...)
@@ -53,10 +52,6 @@ func resolveAccess(cfg config.Run, env transport.Env) (access, error) {
 	}
 	a.redact.AddURL(cfg.Notify.Webhook)
 	return a, nil
-}
-
-func apiKeyField(s string) string {
-	return strings.ReplaceAll(s, "recipe.bearer_token_env", "recipe.api_key_env")
 }
 
 // probeTimeout bounds each pre-flight and scrape request.

@@ -28,17 +28,9 @@ const (
 // (llama.cpp's server: the context of one slot, which is what one request
 // gets). It returns 0 and "" when the server reports neither.
 func servedContext(ctx context.Context, hc *http.Client, endpoint, model string) (int, string) {
-	var models struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, hc, endpoint+"/v1/models", &models); err == nil {
-		for _, m := range models.Data {
-			if m.ID == model && m.MaxModelLen > 0 {
-				return m.MaxModelLen, contextFromModels
-			}
+	if models, err := listModels(ctx, hc, endpoint); err == nil {
+		if n, _ := models.card(model); n > 0 {
+			return n, contextFromModels
 		}
 	}
 	var props struct {

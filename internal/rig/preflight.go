@@ -28,26 +28,13 @@ func barSignals(clientErrors bool) [][]string {
 // needs is reported, and the engine is idle.
 func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access, src *metricsSource, clock *timescale.Clock) (string, error) {
 	hc := acc.endpoint.Client(probeTimeout)
-	var models struct {
-		Data []struct {
-			ID          string `json:"id"`
-			MaxModelLen int    `json:"max_model_len"`
-		} `json:"data"`
-	}
-	if err := getJSON(ctx, hc, endpoint+"/v1/models", &models); err != nil {
+	models, err := listModels(ctx, hc, endpoint)
+	if err != nil {
 		return "", fmt.Errorf("the endpoint does not answer: %w (is it up? is recipe.endpoint right?)", err)
 	}
-	var ids []string
-	maxLen := 0
-	found := false
-	for _, m := range models.Data {
-		ids = append(ids, m.ID)
-		if m.ID == cfg.Recipe.Model {
-			found, maxLen = true, m.MaxModelLen
-		}
-	}
+	maxLen, found := models.card(cfg.Recipe.Model)
 	if !found {
-		return "", fmt.Errorf("the endpoint does not serve model %q (it lists: %s): the wrong recipe is live, or fix recipe.model", cfg.Recipe.Model, strings.Join(ids, ", "))
+		return "", fmt.Errorf("the endpoint does not serve model %q (it lists: %s): the wrong recipe is live, or fix recipe.model", cfg.Recipe.Model, strings.Join(models.ids(), ", "))
 	}
 	var notes []string
 	if want := cfg.Recipe.MaxModelLen; want > 0 {
@@ -136,6 +123,42 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 		detail += "; " + n
 	}
 	return detail, nil
+}
+
+// modelList is /v1/models as headroom reads it: each model's id and, where
+// the server says (vLLM, recent SGLang), its context length.
+type modelList struct {
+	Data []struct {
+		ID          string `json:"id"`
+		MaxModelLen int    `json:"max_model_len"`
+	} `json:"data"`
+}
+
+// listModels reads endpoint's /v1/models.
+func listModels(ctx context.Context, hc *http.Client, endpoint string) (modelList, error) {
+	var l modelList
+	err := getJSON(ctx, hc, endpoint+"/v1/models", &l)
+	return l, err
+}
+
+// card says whether the list serves model, and its max_model_len (0 when
+// the server does not say).
+func (l modelList) card(model string) (maxLen int, found bool) {
+	for _, m := range l.Data {
+		if m.ID == model {
+			return m.MaxModelLen, true
+		}
+	}
+	return 0, false
+}
+
+// ids are the models the list serves, in its order.
+func (l modelList) ids() []string {
+	out := make([]string, 0, len(l.Data))
+	for _, m := range l.Data {
+		out = append(out, m.ID)
+	}
+	return out
 }
 
 func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {

@@ -70,9 +70,8 @@ func newSource(cfg config.Run, metrics []string, mapping signal.Mapping, acc acc
 		src.scraper = &signal.Scraper{Discover: k.Targets, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}
 		from = append(from, k.String())
 	case len(metrics) > 0:
-		fixed := fixedSource(&signal.Scraper{Targets: metrics, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}, acc)
-		src.scraper, src.fixed, src.probe = fixed.scraper, true, fixed.probe
-		from = append(from, strings.TrimPrefix(fixed.from, "metrics from "))
+		src.scraper, src.fixed, src.probe = &signal.Scraper{Targets: metrics, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}, true, probeClient(acc)
+		from = append(from, fixedURLs(len(metrics)))
 	}
 	if p := rc.Prometheus; p != nil {
 		prom, err := signal.NewPrometheus(p.URL, p.Selector, mapping, clock, acc.prometheus.Client(probeTimeout))
@@ -96,12 +95,20 @@ func newSource(cfg config.Run, metrics []string, mapping signal.Mapping, acc acc
 // fixedSource reads the fixed /metrics URLs of an existing scraper, the
 // source of a recipe that names recipe.metrics alone.
 func fixedSource(sc *signal.Scraper, acc access) *metricsSource {
+	return &metricsSource{mapping: sc.Mapping, scraper: sc, fixed: true, probe: probeClient(acc), from: "metrics from " + fixedURLs(len(sc.Targets))}
+}
+
+// probeClient reaches the metrics targets on a new connection per request:
+// a Service balances connections, not requests.
+func probeClient(acc access) *http.Client {
 	base := transport.Base()
-	base.DisableKeepAlives = true // a Service balances connections, not requests
-	n := len(sc.Targets)
-	return &metricsSource{mapping: sc.Mapping, scraper: sc, fixed: true,
-		probe: &http.Client{Transport: acc.metrics.Wrap(base), Timeout: probeTimeout},
-		from:  fmt.Sprintf("metrics from %d fixed /metrics URL%s", n, map[bool]string{true: "s"}[n != 1])}
+	base.DisableKeepAlives = true
+	return &http.Client{Transport: acc.metrics.Wrap(base), Timeout: probeTimeout}
+}
+
+// fixedURLs says how many fixed /metrics URLs are read.
+func fixedURLs(n int) string {
+	return fmt.Sprintf("%d fixed /metrics URL%s", n, map[bool]string{true: "s"}[n != 1])
 }
 
 // Scrape reads every source at once and sums their samples; a source that

@@ -184,10 +184,7 @@ func (p *Prometheus) Scrape(ctx context.Context, at time.Duration) (Sample, erro
 	if err != nil {
 		return out, err
 	}
-	points := make([]point, 0, len(vec))
-	for _, s := range vec {
-		points = append(points, point{s.Metric, float64(s.Value)})
-	}
+	points := pointsOf(vec)
 	return p.sample(at, points, warnings, p.exposedCounters(ctx, points))
 }
 
@@ -281,10 +278,7 @@ func (p *Prometheus) Families(ctx context.Context, at time.Duration) (families m
 	if err != nil {
 		return nil, nil, err
 	}
-	points := make([]point, 0, len(vec))
-	for _, s := range vec {
-		points = append(points, point{s.Metric, float64(s.Value)})
-	}
+	points := pointsOf(vec)
 	families, down = p.families(points)
 	addEmpty(families, p.exposedCounters(ctx, points))
 	for _, w := range warnings {
@@ -384,6 +378,15 @@ func (p *Prometheus) FamilyNames(ctx context.Context, at time.Duration, pattern 
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// pointsOf is an instant query's vector as points.
+func pointsOf(vec model.Vector) []point {
+	points := make([]point, 0, len(vec))
+	for _, s := range vec {
+		points = append(points, point{s.Metric, float64(s.Value)})
+	}
+	return points
 }
 
 // vector runs an instant query at the wall time of run time at.
