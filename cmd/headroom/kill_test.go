@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/sweep"
@@ -36,18 +35,7 @@ func TestKillAndResumeCountsNothingTwice(t *testing.T) {
 		t.Skip("kill test skipped in -short mode")
 	}
 	dir := t.TempDir()
-	cfg := strings.NewReplacer(
-		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 4, 6]",
-		"target: 8", "target: 6",
-		"stress: 12", "stress: 6",
-		"step_s: 900", "step_s: 180",
-		"time_scale: 100", "time_scale: 20",
-		"synth_sessions: 200", "synth_sessions: 40",
-	).Replace(string(config.DefaultYAML()))
-	f := filepath.Join(dir, "run.yaml")
-	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	f := processRunFile(t, dir)
 	unkilled := runSummary(t, "run", "-f", f, "--output", filepath.Join(dir, "a"), "--json")
 
 	// the same file, killed 90 modelled seconds into step 2's judged time

@@ -25,14 +25,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestInterruptMidStep sends SIGINT to a real headroom process in the middle
-// of a step: it must cancel the load, run post-flight, write the partial
-// report and exit with the code of what it measured.
-func TestInterruptMidStep(t *testing.T) {
-	if testing.Short() {
-		t.Skip("signal test skipped in -short mode")
-	}
-	dir := t.TempDir()
+// processRunFile writes, in dir, the run file the tests that signal or kill
+// a real headroom process use: the default cut to a 2, 4, 6 ladder of
+// 3-minute steps on a clock 20 times faster than modelled time, so a step
+// lasts long enough in wall time to be interrupted inside it.
+func processRunFile(t *testing.T, dir string) string {
+	t.Helper()
 	cfg := strings.NewReplacer(
 		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 4, 6]",
 		"target: 8", "target: 6",
@@ -45,6 +43,18 @@ func TestInterruptMidStep(t *testing.T) {
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// TestInterruptMidStep sends SIGINT to a real headroom process in the middle
+// of a step: it must cancel the load, run post-flight, write the partial
+// report and exit with the code of what it measured.
+func TestInterruptMidStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("signal test skipped in -short mode")
+	}
+	dir := t.TempDir()
+	f := processRunFile(t, dir)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "HEADROOM_TEST_MAIN=1", "HEADROOM_TEST_ARGS=run -f "+f+" --output "+filepath.Join(dir, "runs")+" --json")
 	stderr, _ := cmd.StderrPipe()
