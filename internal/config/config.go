@@ -29,6 +29,9 @@ type Run struct {
 	Sweep    Sweep    `json:"sweep"`
 	Evals    Evals    `json:"evals"`
 	Notify   Notify   `json:"notify,omitempty"`
+	// Deploy says what becomes of the candidate when the run is over
+	// (recipe.deploy says how it is put up).
+	Deploy Deploy `json:"deploy,omitempty"`
 	// TimeScale runs the clock this many times faster than modelled time. Only the
 	// built-in simulator can follow a scaled clock, so it must be 1 elsewhere.
 	TimeScale float64 `json:"time_scale"`
@@ -141,6 +144,8 @@ type Sweep struct {
 type Notify struct {
 	// Webhook is a Slack-compatible incoming-webhook URL.
 	Webhook string `json:"webhook,omitempty"`
+	// GitHub keeps one comment on a pull request up to date with the run.
+	GitHub *GitHub `json:"github,omitempty"`
 }
 
 // Evals are the mini evals: before the sweep as a smoke test, and during it
@@ -310,6 +315,9 @@ func (r *Run) fillDefaults() {
 	if s.ReadyTimeoutS == 0 {
 		s.ReadyTimeoutS = 180
 	}
+	if g := r.Notify.GitHub; g != nil && g.TokenEnv == "" {
+		g.TokenEnv = "GITHUB_TOKEN"
+	}
 }
 
 // Validate checks every field and reports all problems at once, each naming
@@ -431,6 +439,8 @@ func (r Run) Validate() error {
 			bad("notify.webhook", "%v", err)
 		}
 	}
+	errs = append(errs, r.checkGitHub()...)
+	errs = append(errs, r.checkDeploy()...)
 	e := r.Evals
 	for i, name := range e.Suites {
 		if name != "tool_calling" && name != "long_context_readback" {

@@ -1,0 +1,288 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fast retries, so the tests take milliseconds.
+var fast = Options{Tries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Timeout: 2 * time.Second}
+
+// ghServer is a loopback stand-in for GitHub's REST API: it checks each
+// request the way GitHub would and keeps the comments.
+type ghServer struct {
+	t        *testing.T
+	mu       sync.Mutex
+	token    string
+	comments map[int64]string
+	requests []string // "METHOD path"
+	fail     int      // answer this many requests with 502 first
+	status   int      // when set, answer every request with it
+}
+
+func newGHServer(t *testing.T, token string) (*ghServer, *httptest.Server) {
+	g := &ghServer{t: t, token: token, comments: map[int64]string{}}
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	return g, srv
+}
+
+func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.requests = append(g.requests, r.Method+" "+r.URL.Path)
+	if g.status != 0 {
+		http.Error(w, `{"message":"nope"}`, g.status)
+		return
+	}
+	if g.fail > 0 {
+		g.fail--
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+		return
+	}
+	if got := r.Header.Get("Authorization"); got != "Bearer "+g.token {
+		g.t.Errorf("%s %s: Authorization %q, want the bearer token", r.Method, r.URL.Path, got)
+		http.Error(w, `{"message":"Bad credentials"}`, http.StatusUnauthorized)
+		return
+	}
+	if r.Header.Get("Accept") != "application/vnd.github+json" || r.Header.Get("X-GitHub-Api-Version") == "" {
+		g.t.Errorf("%s %s: Accept %q, API version %q", r.Method, r.URL.Path, r.Header.Get("Accept"), r.Header.Get("X-GitHub-Api-Version"))
+	}
+	var in struct {
+		Body string `json:"body"`
+	}
+	b, _ := io.ReadAll(r.Body)
+	if err := json.Unmarshal(b, &in); err != nil || in.Body == "" {
+		g.t.Errorf("%s %s: body %q is not {\"body\": ...}", r.Method, r.URL.Path, b)
+		http.Error(w, "bad body", http.StatusUnprocessableEntity)
+		return
+	}
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/api/v3/repos/acme/serving/issues/42/comments":
+		id := int64(9000 + len(g.comments))
+		g.comments[id] = in.Body
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"id": %d, "body": %q}`, id, in.Body)
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v3/repos/acme/serving/issues/comments/"):
+		var id int64
+		fmt.Sscan(strings.TrimPrefix(r.URL.Path, "/api/v3/repos/acme/serving/issues/comments/"), &id)
+		if _, ok := g.comments[id]; !ok {
+			http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+			return
+		}
+		g.comments[id] = in.Body
+		fmt.Fprintf(w, `{"id": %d}`, id)
+	default:
+		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+	}
+}
+
+func (g *ghServer) snapshot() (map[int64]string, []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := map[int64]string{}
+	for k, v := range g.comments {
+		c[k] = v
+	}
+	return c, append([]string(nil), g.requests...)
+}
+
+func TestGitHubCommentIsCreatedOnceAndEditedInPlace(t *testing.T) {
+	gh, srv := newGHServer(t, "ghp_secret_token_1234")
+	g := &GitHub{API: srv.URL + "/api/v3/", Repo: "acme/serving", PR: 42, Token: "ghp_secret_token_1234", Title: "headroom: recipe-1"}
+	s := Start(fast, g)
+	s.Post(Message{Text: "recipe-1: pre-flight ok: endpoint serves glm", Event: "phase", Fields: map[string]any{"status": "ok"}})
+	s.Post(Message{Text: "recipe-1: step 1, 4 sessions: pass", Event: "step"})
+	s.Post(Message{Text: "recipe-1: capacity 8.9 (8.1-9.6)", Event: "done", Fields: map[string]any{"run_dir": "runs/recipe-1/20260101T000000Z"}})
+	if w := s.Close(context.Background()); len(w) != 0 {
+		t.Errorf("warnings after a clean run: %q", w)
+	}
+	comments, reqs := gh.snapshot()
+	// One POST, then PATCHes of the id the POST returned.
+	want := []string{"POST /api/v3/repos/acme/serving/issues/42/comments",
+		"PATCH /api/v3/repos/acme/serving/issues/comments/9000", "PATCH /api/v3/repos/acme/serving/issues/comments/9000"}
+	if strings.Join(reqs, "\n") != strings.Join(want, "\n") {
+		t.Errorf("requests:\n  %s\nwant:\n  %s", strings.Join(reqs, "\n  "), strings.Join(want, "\n  "))
+	}
+	if len(comments) != 1 || g.CommentID() != 9000 {
+		t.Fatalf("comments %v (id %d), want one, 9000", comments, g.CommentID())
+	}
+	body := comments[9000]
+	for _, w := range []string{"### headroom: recipe-1", "✅ recipe-1: pre-flight ok", "step 1, 4 sessions: pass", "**recipe-1: capacity 8.9 (8.1-9.6)**", "runs/recipe-1/20260101T000000Z"} {
+		if !strings.Contains(body, w) {
+			t.Errorf("comment lacks %q:\n%s", w, body)
+		}
+	}
+	// Each message is in the comment once, in order.
+	if strings.Count(body, "pre-flight ok") != 1 || strings.Index(body, "pre-flight") > strings.Index(body, "step 1") {
+		t.Errorf("comment does not list each message once, in order:\n%s", body)
+	}
+}
+
+func TestRetriesWithBackoffThenPosts(t *testing.T) {
+	gh, srv := newGHServer(t, "ghp_secret_token_1234")
+	gh.fail = 2 // two 502s, then the POST goes through on the third try
+	g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "ghp_secret_token_1234", Title: "t"}
+	s := Start(fast, g)
+	s.Post(Message{Text: "one", Event: "step"})
+	if w := s.Close(context.Background()); len(w) != 0 {
+		t.Errorf("a post that succeeded on its third try left warnings: %q", w)
+	}
+	comments, reqs := gh.snapshot()
+	if len(reqs) != 3 || len(comments) != 1 {
+		t.Errorf("requests %q comments %v, want three tries and one comment", reqs, comments)
+	}
+}
+
+func TestFailedPostIsAWarningNotADrop(t *testing.T) {
+	cases := []struct {
+		name   string
+		status int
+		tries  int    // requests the server should see per message
+		want   string // in the warning
+	}{
+		// A refused token is not retried and says what to check.
+		{"bad token", http.StatusUnauthorized, 1, "token_env"},
+		// A server that keeps failing is tried Tries times.
+		{"server down", http.StatusServiceUnavailable, 3, "after 3 tries"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			gh, srv := newGHServer(t, "tok-123456")
+			gh.status = c.status
+			g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "tok-123456", Title: "t"}
+			s := Start(fast, g)
+			s.Post(Message{Text: "one", Event: "step"})
+			s.Post(Message{Text: "two", Event: "step"})
+			w := s.Close(context.Background())
+			if len(w) != 1 || !strings.Contains(w[0], "GitHub PR acme/serving#42") || !strings.Contains(w[0], "2 of 2 posts failed") || !strings.Contains(w[0], c.want) {
+				t.Errorf("warnings %q, want one naming the PR, 2 of 2 failed and %q", w, c.want)
+			}
+			if _, reqs := gh.snapshot(); len(reqs) != 2*c.tries {
+				t.Errorf("%d requests, want %d", len(reqs), 2*c.tries)
+			}
+		})
+	}
+}
+
+func TestALaterEditMakesUpForAFailedOne(t *testing.T) {
+	gh, srv := newGHServer(t, "tok-123456")
+	g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "tok-123456", Title: "t"}
+	s := Start(Options{Tries: 1, Backoff: time.Millisecond, Timeout: time.Second}, g)
+	s.Post(Message{Text: "first", Event: "step"})
+	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 1 })
+	gh.mu.Lock()
+	gh.fail = 1
+	gh.mu.Unlock()
+	s.Post(Message{Text: "second", Event: "step"}) // its PATCH fails, once
+	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 2 })
+	s.Post(Message{Text: "third", Event: "step"}) // carries the second too
+	if w := s.Close(context.Background()); len(w) != 0 {
+		t.Errorf("warnings %q after the comment caught up", w)
+	}
+	comments, _ := gh.snapshot()
+	if b := comments[9000]; !strings.Contains(b, "second") || !strings.Contains(b, "third") {
+		t.Errorf("comment %q lacks the failed edit's line", b)
+	}
+}
+
+func TestWebhookPostsSlackJSONAndHidesItsPath(t *testing.T) {
+	var mu sync.Mutex
+	var got []Message
+	fail := 1
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/services/T000/B000/hook-secret" || r.Header.Get("Content-Type") != "application/json" {
+			http.Error(w, "wrong", http.StatusNotFound)
+			return
+		}
+		if fail > 0 {
+			fail--
+			http.Error(w, "busy", http.StatusTooManyRequests)
+			return
+		}
+		var m Message
+		if err := json.NewDecoder(r.Body).Decode(&m); err != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		got = append(got, m)
+	}))
+	defer srv.Close()
+	h := Webhook{URL: srv.URL + "/services/T000/B000/hook-secret"}
+	s := Start(fast, h)
+	s.Post(Message{Text: "step 2: 4 sessions pass", Event: "step", Fields: map[string]any{"sessions": 4}})
+	if w := s.Close(context.Background()); len(w) != 0 {
+		t.Errorf("warnings %q", w)
+	}
+	if len(got) != 1 || got[0].Text != "step 2: 4 sessions pass" || got[0].Fields["sessions"] != float64(4) {
+		t.Errorf("receiver got %+v, want the message once (after one 429)", got)
+	}
+
+	// A webhook that cannot be reached: the warning names it without its
+	// secret path, and so does the error inside it.
+	srv.Close()
+	s = Start(fast, h)
+	s.Post(Message{Text: "x"})
+	w := s.Close(context.Background())
+	if len(w) != 1 || !strings.Contains(w[0], "webhook http://127.0.0.1") || strings.Contains(w[0], "hook-secret") {
+		t.Errorf("warnings %q: want one naming the webhook's host, never its path", w)
+	}
+}
+
+func TestPostNeverBlocksTheRun(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	s := Start(Options{Tries: 1, Timeout: time.Minute, Queue: 2}, Webhook{URL: srv.URL})
+	start := time.Now()
+	for i := range 10 {
+		s.Post(Message{Text: fmt.Sprint(i)})
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("10 posts to a stuck webhook took %s", d)
+	}
+	// Close gives up at its deadline and says what was lost.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	w := s.Close(ctx)
+	if len(w) != 1 || !strings.Contains(w[0], "dropped") || !strings.Contains(w[0], "not sent when the run ended") {
+		t.Errorf("warnings %q, want the dropped and the unsent messages", w)
+	}
+	if w := s.Close(context.Background()); w != nil {
+		t.Errorf("a second Close returned %q", w)
+	}
+	s.Post(Message{Text: "after close"}) // ignored, no panic
+}
+
+func TestBodyStaysUnderGitHubsLimit(t *testing.T) {
+	g := &GitHub{Title: "t"}
+	for i := range 2000 {
+		g.lines = append(g.lines, fmt.Sprintf("- step %d: %s", i, strings.Repeat("x", 60)))
+	}
+	b := g.body()
+	if len(b) > maxCommentBody || !strings.Contains(b, "step 0:") || !strings.Contains(b, "step 1999:") || !strings.Contains(b, "earlier lines left out") {
+		t.Errorf("body of %d bytes: first %q ... last %q", len(b), b[:80], b[len(b)-120:])
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
