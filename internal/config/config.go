@@ -375,6 +375,8 @@ func (r Run) Validate() error {
 		if p := rc.Sim.Personality; p != "" && p != "vllm" && p != "sglang" {
 			bad("recipe.sim.personality", "must be vllm or sglang, got %q", p)
 		}
+		_, layoutErrs := SimLayoutOf(rc)
+		errs = append(errs, layoutErrs...)
 	} else {
 		if err := checkURL(rc.Endpoint); err != nil {
 			bad("recipe.endpoint", "%v; use the server's base URL, e.g. http://127.0.0.1:8000, or %q for the built-in simulator", err, SimEndpoint)

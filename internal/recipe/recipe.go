@@ -98,6 +98,28 @@ type SimSpec struct {
 	// engine hands each request's KV to the decode copies over a link of this
 	// bandwidth (e.g. 1.25e9 for 10 GbE TCP, 5e10 for RDMA).
 	PDLinkBytesPerSecond float64 `json:"pd_link_bytes_per_second,omitempty"`
+	// GPUsPerCopy is the GPUs each copy (each decode engine of a split) runs
+	// on; the profile is resized to it (docs/simulator.md, "Engine size").
+	// 0 runs every engine as the profile is written. When set, the engines'
+	// GPUs must add up to nodes x gpus_per_node, the GPUs the price counts.
+	GPUsPerCopy int `json:"gpus_per_copy,omitempty"`
+	// PrefillEngines is the prefill engines of a prefill/decode split: 0
+	// reads as 1 when pd_link_bytes_per_second is set; one is modelled.
+	PrefillEngines int `json:"prefill_engines,omitempty"`
+	// PrefillGPUs is the prefill engine's GPUs; with gpus_per_copy on a
+	// split it is required.
+	PrefillGPUs int `json:"prefill_gpus,omitempty"`
+	// HostCache gives every engine a host-memory KV tier (SGLang's HiCache).
+	HostCache *SimHostCache `json:"host_cache,omitempty"`
+}
+
+// SimHostCache is pinned host RAM kept for KV, per node (each engine gets
+// its GPUs' share), and the host-to-GPU copy rate of each GPU.
+type SimHostCache struct {
+	TiBPerNode float64 `json:"tib_per_node"`
+	// BytesPerSecondPerGPU is 0 for the simulator's default (PCIe 5 x16,
+	// about 5e10).
+	BytesPerSecondPerGPU float64 `json:"bytes_per_second_per_gpu,omitempty"`
 }
 
 // PrometheusSpec names a Prometheus server that scrapes the recipe's engines

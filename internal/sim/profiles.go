@@ -44,6 +44,59 @@ var builtInProfiles = map[string]func() Profile{
 	},
 }
 
+// glmSizing is how the GLM profiles resize (see Sizing): 16 RTX PRO 6000
+// cards in two pipeline stages of 8 (recipe 0's --pipeline-parallel-size 2
+// --tensor-parallel-size 8), ~400 GB of FP8 weights, and per card 96 GB at
+// 0.9 utilisation less 5 GB reserved (Hardware.Derive's defaults). With
+// them an 8-GPU engine keeps 1.37M x (8 x 81.4 - 400) / (16 x 81.4 - 400),
+// about 381K tokens, of DefaultProfile's KV cache.
+func glmSizing() Sizing {
+	return Sizing{GPUs: 16, StageGPUs: 8, WeightsGB: 400, UsableGBPerGPU: 96*0.9 - 5}
+}
+
+// sizingByName is how a built-in profile resizes; ok is false for a profile
+// that says nothing of its GPUs (tiny).
+func sizingByName(name string) (s Sizing, ok bool) {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case "default", "glm-16xrtx6000", "glm-16xrtx6000-128k":
+		return glmSizing(), true
+	case "dense70b-8xh100":
+		// its hardware block below: 8 H100 of 80 GB, 70 GB of weights, one
+		// stage of tensor parallelism
+		return Sizing{GPUs: 8, WeightsGB: 70, UsableGBPerGPU: 80*0.9 - 5}, true
+	}
+	return Sizing{}, false
+}
+
+// LookupProfile returns the built-in profile name ("" is DefaultProfile) or,
+// when no built-in has that name, the profile file at path, with how it
+// resizes: nil when the profile says nothing of its GPUs (a file with
+// neither a sizing block nor hardware and model_spec, or tiny).
+func LookupProfile(name, path string) (Profile, *Sizing, error) {
+	if strings.TrimSpace(name) == "" {
+		name = "default"
+	}
+	if p, err := ProfileByName(name); err == nil {
+		if s, ok := sizingByName(name); ok {
+			return p, &s, nil
+		}
+		return p, nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Profile{}, nil, fmt.Errorf("%q is neither a built-in sim profile (%s) nor a readable profile file: %w", name, strings.Join(ProfileNames(), ", "), err)
+	}
+	f, p, err := parseProfileFile(data, path)
+	if err != nil {
+		return Profile{}, nil, err
+	}
+	s, ok := f.sizing()
+	if !ok {
+		return p, nil, nil
+	}
+	return p, &s, nil
+}
+
 // ProfileNames lists the built-in profiles.
 func ProfileNames() []string {
 	out := make([]string, 0, len(builtInProfiles))
@@ -105,6 +158,22 @@ type ProfileFile struct {
 	Profile
 	Hardware *Hardware  `json:"hardware,omitempty"`
 	Spec     *ModelSpec `json:"model_spec,omitempty"`
+	// Sizing says how the profile resizes to other GPU counts; without it,
+	// hardware and model_spec give one (a single stage of hardware.gpus).
+	Sizing *Sizing `json:"sizing,omitempty"`
+}
+
+// sizing is the file's sizing block, else the one its hardware and model
+// imply; ok is false when it has neither.
+func (f ProfileFile) sizing() (Sizing, bool) {
+	switch {
+	case f.Sizing != nil:
+		return *f.Sizing, true
+	case f.Hardware != nil && f.Spec != nil:
+		h := *f.Hardware
+		return Sizing{GPUs: h.GPUs, WeightsGB: f.Spec.WeightsGB, UsableGBPerGPU: h.GPUMemoryGB*orDefault(h.MemoryUtilization, 0.9) - orDefault(h.ReservedGB, 5)}, true
+	}
+	return Sizing{}, false
 }
 
 // Resolve fills the engine fields left at zero from the hardware and model
@@ -182,19 +251,30 @@ func LoadProfile(path string) (Profile, error) {
 
 // ParseProfile reads a profile file's content; name is used in errors.
 func ParseProfile(data []byte, name string) (Profile, error) {
+	_, p, err := parseProfileFile(data, name)
+	return p, err
+}
+
+// parseProfileFile decodes a profile file strictly and resolves its profile.
+func parseProfileFile(data []byte, name string) (ProfileFile, Profile, error) {
 	js, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return Profile{}, fmt.Errorf("sim profile %s: %w", name, err)
+		return ProfileFile{}, Profile{}, fmt.Errorf("sim profile %s: %w", name, err)
 	}
 	var f ProfileFile
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&f); err != nil {
-		return Profile{}, fmt.Errorf("sim profile %s: %w (see docs/simulator.md for the fields)", name, err)
+		return ProfileFile{}, Profile{}, fmt.Errorf("sim profile %s: %w (see docs/simulator.md for the fields)", name, err)
 	}
 	p, err := f.Resolve()
 	if err != nil {
-		return Profile{}, fmt.Errorf("sim profile %s: %w", name, err)
+		return ProfileFile{}, Profile{}, fmt.Errorf("sim profile %s: %w", name, err)
 	}
-	return p, nil
+	if s, ok := f.sizing(); ok {
+		if err := s.validate(); err != nil {
+			return ProfileFile{}, Profile{}, fmt.Errorf("sim profile %s: %w", name, err)
+		}
+	}
+	return f, p, nil
 }
