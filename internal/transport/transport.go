@@ -148,6 +148,10 @@ type Conn struct {
 	// Secrets are the values that must never be written: keys, passwords,
 	// header values.
 	Secrets []string
+	// RoundTripper, when not nil, carries the requests instead of the
+	// network (the in-memory simulator of a virtual-clock run); TLS is then
+	// unused.
+	RoundTripper http.RoundTripper
 }
 
 // Resolve reads a's credentials from env and its TLS files (relative paths
@@ -256,9 +260,13 @@ func (t TLS) config(field, dir string) (*tls.Config, error) {
 // Wrap returns a round tripper over a clone of base with c's TLS, adding
 // c's headers to every request.
 func (c Conn) Wrap(base *http.Transport) http.RoundTripper {
-	t := base.Clone()
-	if c.TLS != nil {
-		t.TLSClientConfig = c.TLS.Clone()
+	var t http.RoundTripper = c.RoundTripper
+	if t == nil {
+		bt := base.Clone()
+		if c.TLS != nil {
+			bt.TLSClientConfig = c.TLS.Clone()
+		}
+		t = bt
 	}
 	if len(c.Header) == 0 {
 		return t

@@ -1,0 +1,246 @@
+// Package memnet serves HTTP handlers in memory, on a clock: the transport a
+// simulated run uses on a virtual clock, where no socket may block a
+// goroutine behind the clock's back. A request runs its handler in a
+// goroutine started on the clock; the response streams back through a pipe
+// whose reads wait on the clock, so a streamed answer arrives chunk by chunk
+// at the modelled instants the handler wrote them.
+package memnet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/headroom-bench/headroom/internal/timescale"
+)
+
+// Net is a set of in-memory hosts. The zero value is not usable; use New.
+type Net struct {
+	clock *timescale.Clock
+	mu    sync.Mutex
+	hosts map[string]http.Handler
+	n     int
+}
+
+// New returns an empty network on clock.
+func New(clock *timescale.Clock) *Net {
+	return &Net{clock: clock, hosts: map[string]http.Handler{}}
+}
+
+// Serve adds h as a new host and returns its base URL, such as
+// "http://sim-1.memnet". Requests to it through Transport reach h.
+func (n *Net) Serve(h http.Handler) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.n++
+	host := fmt.Sprintf("sim-%d.memnet", n.n)
+	n.hosts[host] = h
+	return "http://" + host
+}
+
+// Remove takes a host off the network: its requests are refused, as a
+// crashed server's connections are. Serve again to bring one back at a new
+// address, or use Replace.
+func (n *Net) Remove(base string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.hosts, strings.TrimPrefix(base, "http://"))
+}
+
+// Replace puts h (nil: nothing) at base.
+func (n *Net) Replace(base string, h http.Handler) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	host := strings.TrimPrefix(base, "http://")
+	if h == nil {
+		delete(n.hosts, host)
+		return
+	}
+	n.hosts[host] = h
+}
+
+// Transport is the round tripper that reaches the network's hosts.
+func (n *Net) Transport() http.RoundTripper { return roundTripper{n} }
+
+// Client is an HTTP client over Transport.
+func (n *Net) Client() *http.Client { return &http.Client{Transport: n.Transport()} }
+
+type roundTripper struct{ n *Net }
+
+func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	n := t.n
+	n.mu.Lock()
+	h := n.hosts[req.URL.Host]
+	n.mu.Unlock()
+	if h == nil {
+		return nil, &net.OpError{Op: "dial", Net: "memnet", Err: fmt.Errorf("connect to %s: connection refused", req.URL.Host)}
+	}
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		req.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	ctx, cancel := n.clock.WithCancel(req.Context())
+	sreq := req.Clone(ctx)
+	sreq.Body = io.NopCloser(bytes.NewReader(body))
+	sreq.ContentLength = int64(len(body))
+	sreq.RemoteAddr = "127.0.0.1:1"
+	sreq.RequestURI = req.URL.RequestURI()
+	sreq.Host = req.URL.Host
+	if sreq.Header == nil {
+		sreq.Header = http.Header{}
+	}
+	c := n.clock
+	w := &writer{header: http.Header{}, headed: c.NewLatch(), p: &pipe{c: c, data: c.NewSignal()}}
+	c.Go(func() {
+		defer func() {
+			w.finish()
+			cancel()
+		}()
+		h.ServeHTTP(w, sreq)
+	})
+	if _, err := c.WaitFor(req.Context(), "memnet response head", -1, w.headed); err != nil {
+		cancel()
+		return nil, err
+	}
+	resp := &http.Response{
+		Status:        fmt.Sprintf("%d %s", w.status, http.StatusText(w.status)),
+		StatusCode:    w.status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        w.sent,
+		Body:          &respBody{p: w.p, ctx: req.Context(), cancel: cancel},
+		ContentLength: -1,
+		Request:       req,
+	}
+	return resp, nil
+}
+
+// writer is the handler's side.
+type writer struct {
+	header http.Header
+	sent   http.Header // the header as of WriteHeader
+	status int
+	headed *timescale.Signal
+	p      *pipe
+}
+
+func (w *writer) Header() http.Header { return w.header }
+
+func (w *writer) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	w.status = code
+	w.sent = w.header.Clone()
+	w.headed.Close()
+}
+
+func (w *writer) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.p.write(b)
+}
+
+// Flush is a no-op: every write reaches the reader at once.
+func (w *writer) Flush() {}
+
+func (w *writer) finish() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	w.p.close()
+}
+
+var errClosed = errors.New("memnet: the client closed the response")
+
+// pipe carries the response body; writes never block.
+type pipe struct {
+	c      *timescale.Clock
+	mu     sync.Mutex
+	buf    []byte
+	off    int
+	eof    bool // the handler returned
+	gone   bool // the client closed the body
+	data   *timescale.Signal
+}
+
+func (p *pipe) write(b []byte) (int, error) {
+	p.mu.Lock()
+	if p.gone {
+		p.mu.Unlock()
+		return 0, errClosed
+	}
+	if p.off == len(p.buf) {
+		p.buf, p.off = p.buf[:0], 0
+	}
+	p.buf = append(p.buf, b...)
+	p.mu.Unlock()
+	p.data.Poke()
+	return len(b), nil
+}
+
+func (p *pipe) close() {
+	p.mu.Lock()
+	p.eof = true
+	p.mu.Unlock()
+	p.data.Poke()
+}
+
+func (p *pipe) read(ctx context.Context, b []byte) (int, error) {
+	for {
+		p.mu.Lock()
+		if p.off < len(p.buf) {
+			n := copy(b, p.buf[p.off:])
+			p.off += n
+			p.mu.Unlock()
+			return n, nil
+		}
+		if p.eof {
+			p.mu.Unlock()
+			return 0, io.EOF
+		}
+		if p.gone {
+			p.mu.Unlock()
+			return 0, errClosed
+		}
+		p.mu.Unlock()
+		if _, err := p.c.WaitFor(ctx, "memnet body", -1, p.data); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// respBody is the client's side.
+type respBody struct {
+	p      *pipe
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (b *respBody) Read(buf []byte) (int, error) { return b.p.read(b.ctx, buf) }
+
+// Close tells the handler the client went away (its request context is
+// cancelled and its writes fail), as closing a connection does.
+func (b *respBody) Close() error {
+	b.p.mu.Lock()
+	done := b.p.eof && b.p.off == len(b.p.buf)
+	b.p.gone = true
+	b.p.mu.Unlock()
+	if !done {
+		b.cancel()
+	}
+	return nil
+}
