@@ -168,13 +168,13 @@ var errClosed = errors.New("memnet: the client closed the response")
 
 // pipe carries the response body; writes never block.
 type pipe struct {
-	c      *timescale.Clock
-	mu     sync.Mutex
-	buf    []byte
-	off    int
-	eof    bool // the handler returned
-	gone   bool // the client closed the body
-	data   *timescale.Signal
+	c    *timescale.Clock
+	mu   sync.Mutex
+	buf  []byte
+	off  int
+	eof  bool // the handler returned
+	gone bool // the client closed the body
+	data *timescale.Signal
 }
 
 func (p *pipe) write(b []byte) (int, error) {
