@@ -288,8 +288,10 @@ func describeMatchers(r compiledRule) string {
 // the bar lies strictly inside a bucket, a P90 that lands there reads too
 // close however the load goes: the note names the bucket and what to do.
 // ttftBar is in seconds; tpsBar in tokens/s per stream, judged on time per
-// output token (or inter-token latency) in seconds per token, 1/tpsBar. A
-// bar of 0 is not checked; nothing is said of a histogram no series reads.
+// output token in seconds per token, 1/tpsBar. Interactivity derived from
+// inter-token latency (DerivedTPOT) is a mean, not a bucketed quantile, so
+// the ITL histogram's buckets bound nothing and are not checked. A bar of 0
+// is not checked; nothing is said of a histogram no series reads.
 func (m Mapping) BucketNotes(fams []map[string]*dto.MetricFamily, ttftBar, tpsBar float64) []string {
 	rules, err := m.compile()
 	if err != nil {
@@ -305,15 +307,10 @@ func (m Mapping) BucketNotes(fams []map[string]*dto.MetricFamily, ttftBar, tpsBa
 		}
 	}
 	if tpsBar > 0 {
-		for _, name := range []string{TPOT, ITL} {
-			f, bounds, ok := boundsOf(name, rules, got)
-			if !ok {
-				continue
-			}
+		if f, bounds, ok := boundsOf(TPOT, rules, got); ok {
 			if lo, hi, inside := bucketAround(bounds, 1/tpsBar); inside {
 				out = append(out, speedNote(tpsBar, f, lo, hi))
 			}
-			break
 		}
 	}
 	return out

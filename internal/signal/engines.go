@@ -16,6 +16,15 @@ import (
 // the finish_reason rules skip series that carry finished_reason, so no
 // series is counted twice. remote_decode (a prefill engine handing the
 // request to a decode engine) counts nowhere: the decode side finishes it.
+//
+// Interactivity is judged on vllm:request_time_per_output_token_seconds,
+// one observation per finished request of its decode time over its output
+// tokens after the first (added by vllm-project/vllm PR 24015, when the
+// per-token vllm:time_per_output_token_seconds became
+// vllm:inter_token_latency_seconds). Inter-token latency is one observation
+// per streamed output (several tokens with speculative decoding); it is
+// judged on only where the per-request histogram is missing, derived as
+// DerivedTPOT says.
 func VLLM() Mapping {
 	chat := func(status string) map[string]string {
 		return map[string]string{"handler": "/v1/chat/completions", "status": status}
@@ -59,17 +68,28 @@ func VLLM() Mapping {
 // one scheduler per data-parallel group reports (with
 // --enable-metrics-for-all-schedulers the running and queue gauges count
 // each tensor-parallel rank). SGLang reports no HTTP status counters: errors
-// come from aborted requests and the client. Recent SGLang has no per-request
-// TPOT histogram, only inter-token latency (counted per token); older
-// versions' sglang:time_per_output_token_seconds is mapped when present.
+// come from aborted requests and the client.
+//
+// SGLang reports no per-request time per output token, only inter-token
+// latency counted per token (TokenizerMetricsCollector's
+// observe_inter_token_latency adds each streamed chunk's interval to the sum
+// and its token count to the bucket of interval over tokens), so its
+// interactivity is derived from that histogram's sum and count as
+// DerivedTPOT says, and reports label it. Older SGLang had
+// sglang:time_per_output_token_seconds instead (sgl-project/sglang PR 3988
+// added inter-token latency, PR 4914 removed it), observed at every
+// streamed chunk as the request's running mean: neither per request nor per
+// token, so it is not mapped (a mapping file may map it to tpot_seconds
+// knowing that).
+//
 // sglang:num_requests_total counts every finished request, aborted ones
 // possibly included. Prompt tokens are also the prefix cache's queries,
 // cached tokens its hits.
 func SGLang() Mapping {
 	return Mapping{
 		{Common: TTFT, Metric: "sglang:time_to_first_token_seconds", Kind: Histogram},
-		{Common: TPOT, Metric: "sglang:time_per_output_token_seconds", Kind: Histogram},
-		{Common: ITL, Metric: "sglang:inter_token_latency_seconds", Kind: Histogram},
+		{Common: ITL, Metric: "sglang:inter_token_latency_seconds", Kind: Histogram,
+			Note: "per token: SGLang reports no per-request time per output token; interactivity is " + DerivedTPOT},
 		{Common: E2E, Metric: "sglang:e2e_request_latency_seconds", Kind: Histogram},
 		{Common: Queue, Metric: "sglang:queue_time_seconds", Kind: Histogram},
 		{Common: RequestsOK, Metric: "sglang:num_requests_total", Kind: Counter},

@@ -243,3 +243,41 @@ func TestLoadMapping(t *testing.T) {
 		t.Error("a missing file loaded without error")
 	}
 }
+
+// TestSameInteractivityQuantity: every built-in mapping judges
+// interactivity on a per-request time per output token. A mapping that has
+// only per-token latency (SGLang) says, on that rule, how the per-request
+// figure is derived; SGLang's old per-chunk running mean is not read as
+// per-request TPOT.
+func TestSameInteractivityQuantity(t *testing.T) {
+	perRequest := map[string]string{
+		"vllm":       "vllm:request_time_per_output_token_seconds",
+		"modelplane": "modelplane_frontend_tpot_seconds",
+		"gen_ai":     "gen_ai_server_time_per_output_token_seconds",
+	}
+	for _, name := range MappingNames() {
+		m, err := MappingByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tpot []string
+		for _, r := range m {
+			if r.Common == TPOT {
+				tpot = append(tpot, r.Metric)
+			}
+			if r.Common == ITL && len(tpot) == 0 && perRequest[name] == "" && !strings.Contains(r.Note, DerivedTPOT) {
+				t.Errorf("%s: %s is per token and its rule does not say how the per-request figure is derived", name, r.Metric)
+			}
+		}
+		switch want := perRequest[name]; {
+		case want != "" && (len(tpot) != 1 || tpot[0] != want):
+			t.Errorf("%s: tpot_seconds from %q, want %s", name, tpot, want)
+		case want == "" && len(tpot) != 0:
+			t.Errorf("%s: tpot_seconds from %q, a series that is not per request", name, tpot)
+		}
+	}
+	notes := SGLang().Notes()
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "itl_seconds <- sglang:inter_token_latency_seconds: per token") {
+		t.Errorf("SGLang notes %q, want the derivation on its inter-token latency rule", notes)
+	}
+}

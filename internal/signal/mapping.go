@@ -25,8 +25,8 @@ import (
 const (
 	TTFT               = "ttft_seconds"         // histogram: time to first token
 	EngineTTFT         = "engine_ttft_seconds"  // histogram: TTFT measured inside the engine when TTFT comes from a gateway
-	TPOT               = "tpot_seconds"         // histogram: per-request time per output token
-	ITL                = "itl_seconds"          // histogram: inter-token latency
+	TPOT               = "tpot_seconds"         // histogram: per-request time per output token (each request's decode time over its output tokens after the first): what interactivity is judged on
+	ITL                = "itl_seconds"          // histogram: inter-token latency, one observation per token; interactivity is derived from it (DerivedTPOT) only where no TPOT is reported
 	E2E                = "e2e_seconds"          // histogram: end-to-end request latency
 	Queue              = "queue_seconds"        // histogram: time spent waiting in the queue
 	RequestsOK         = "requests_ok"          // counter: requests that finished normally
@@ -46,6 +46,16 @@ const (
 	RequestsActive     = "requests_active"      // gauge: requests callers still have open at the gateway
 	KVCacheUsage       = "kv_cache_usage"       // gauge: fraction 0..1 of the KV cache in use
 )
+
+// DerivedTPOT says how the per-request time per output token that
+// interactivity is judged on is derived where a server reports only
+// per-token latency (SGLang: sglang:inter_token_latency_seconds, and no
+// per-request histogram). A per-token P90 is not the same quantity: it
+// leaves out the pauses a stream waits through (a prefill batch stops every
+// decode), which a request's own time per output token counts.
+const DerivedTPOT = "derived from per-token latency (itl_seconds): in each window, decode seconds over output tokens after the first " +
+	"(the histogram's sum over its count), the requests' own time per output token averaged over their tokens, pauses included; " +
+	"the P90 is over windows weighted by tokens, so it does not see how requests inside one window differ"
 
 // Kind is the type of a common signal.
 type Kind string
@@ -82,6 +92,10 @@ func CommonNames() map[string]Kind { return maps.Clone(commonKinds) }
 // Field reads a histogram family as a counter: "count" is its number of
 // observations, "sum" the sum of them (tokens from an OpenTelemetry token
 // usage histogram). Empty for a family read as what it is.
+//
+// Note says, for people, what the series measures where that is not what
+// the common name means and how headroom reads it (SGLang's per-token
+// latency, from which per-request time per output token is derived).
 type Rule struct {
 	Common string            `json:"common"`
 	Metric string            `json:"metric"`
@@ -89,6 +103,7 @@ type Rule struct {
 	Kind   Kind              `json:"kind"`
 	Scale  float64           `json:"scale,omitempty"`
 	Field  string            `json:"field,omitempty"`
+	Note   string            `json:"note,omitempty"`
 }
 
 // Mapping is the set of rules for one engine or gateway. Series that match
@@ -178,6 +193,17 @@ func (m Mapping) compile() ([]compiledRule, error) {
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// Notes lists the rules' notes as "common <- metric: note", in rule order.
+func (m Mapping) Notes() []string {
+	var out []string
+	for _, r := range m {
+		if r.Note != "" {
+			out = append(out, r.Common+" <- "+r.Metric+": "+r.Note)
+		}
+	}
+	return out
 }
 
 // Families lists the metric families the mapping reads, sorted, each once.

@@ -82,9 +82,17 @@ type Part struct {
 	Bar     float64       `json:"bar"`
 	Margin  float64       `json:"margin"`           // signed, from the center: positive = room left before the bar, in the part's unit
 	Bucket  [2]float64    `json:"bucket,omitempty"` // edges of the histogram bucket holding the quantile (in the part's unit)
-	Source  string        `json:"source"`           // the signal used, e.g. "tpot_seconds" or "itl_seconds (fallback)"
-	Missing []string      `json:"missing,omitempty"`
+	Source  string        `json:"source"`           // the signal used, e.g. "tpot_seconds" or DerivedSource
+	// Derived says how the value was derived when the server does not
+	// report the part's quantity itself (interactivity from per-token
+	// latency: signal.DerivedTPOT); empty when it was measured directly.
+	Derived string   `json:"derived,omitempty"`
+	Missing []string `json:"missing,omitempty"`
 }
+
+// DerivedSource is the interactivity part's source when its per-request
+// time per output token is derived from per-token latency.
+const DerivedSource = signal.ITL + " (derived per request)"
 
 // MarshalJSON writes non-finite margins and bucket edges as "+Inf"/"-Inf".
 func (p Part) MarshalJSON() ([]byte, error) {
@@ -379,15 +387,19 @@ func (j judge) interactivity(bar float64, lowLoad bool) Part {
 	p.Value.Confidence = j.o.Confidence
 	r, ok, why := j.p90(signal.TPOT)
 	if !ok {
-		r2, ok2, why2 := j.p90(signal.ITL)
+		// The same per-request quantity, derived: a per-token P90 would
+		// leave out the pauses a stream spends waiting (SGLang's prefill
+		// batches), which per-request time per output token counts.
+		r2, ok2, why2 := j.derivedP90()
 		if !ok2 {
 			p.Missing = []string{signal.TPOT, signal.ITL}
 			p.Value.Warnings = append(p.Value.Warnings, why, why2)
 			return p
 		}
-		r, ok = r2, ok2
-		p.Source = signal.ITL + " (fallback)"
-		p.Value.Warnings = append(p.Value.Warnings, why+": interactivity from inter-token latency instead, which ignores the gaps a stream spends waiting")
+		r = r2
+		p.Source = DerivedSource
+		p.Derived = signal.DerivedTPOT
+		p.Value.Warnings = append(p.Value.Warnings, why+": per-request time per output token "+signal.DerivedTPOT)
 	}
 	inv := func(x float64) float64 { return 1 / x } // 1/0 = +Inf, 1/+Inf = 0
 	p.Value.Center, p.Value.Lo, p.Value.Hi = inv(r.v), inv(r.hi), inv(r.lo)

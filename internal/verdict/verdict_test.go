@@ -96,9 +96,13 @@ func TestJudge(t *testing.T) {
 	for i := range all {
 		all[i] = i
 	}
+	// withITL reports per-token latency only: 0.03 s per token on average
+	// (33 tokens/s), in the TPOT histogram's buckets.
 	withITL := func(ws []signal.Window) []signal.Window {
 		for i := range ws {
-			ws[i].Hist[signal.ITL] = ws[i].Hist[signal.TPOT]
+			h := ws[i].Hist[signal.TPOT]
+			h.Sum = 0.03 * h.Count
+			ws[i].Hist[signal.ITL] = h
 			delete(ws[i].Hist, signal.TPOT)
 		}
 		return ws
@@ -149,8 +153,9 @@ func TestJudge(t *testing.T) {
 		{"low sent fraction", good.windows(n), load(n, 100, 94), Fail, [3]Verdict{NoData, NoData, Fail}, "", nil, "only 94.0% of the planned turns went out"},
 		// exactly 95% sent is enough for latency; the 5% not reached still fail errors.
 		{"sent fraction at the line", good.windows(n), load(n, 100, 95), Fail, [3]Verdict{Pass, Pass, Fail}, "", nil, ""},
-		// no TPOT: interactivity from ITL, and the source says so.
-		{"itl fallback", withITL(good.windows(n)), load(n, 100, 100), Pass, [3]Verdict{Pass, Pass, Pass}, "itl_seconds (fallback)", nil, "inter-token latency instead"},
+		// no TPOT: interactivity derived per request from ITL's sum and
+		// count, and the source says so.
+		{"itl derived", withITL(good.windows(n)), load(n, 100, 100), Pass, [3]Verdict{Pass, Pass, Pass}, DerivedSource, nil, "derived from per-token latency"},
 		// neither TPOT nor ITL: interactivity no data, both listed.
 		{"no interactivity signal", without(good.windows(n), signal.TPOT, "", all...), load(n, 100, 100), NoData, [3]Verdict{Pass, NoData, Pass}, "", []string{signal.TPOT, signal.ITL}, ""},
 		// a fail outranks no data in the step verdict.
