@@ -82,6 +82,11 @@ func (r Run) Redacted() Run {
 	if r.Notify.Webhook != "" {
 		r.Notify.Webhook = redactWebhook(r.Notify.Webhook)
 	}
+	if g := r.Notify.GitHub; g != nil && g.API != "" {
+		c := *g
+		c.API = transport.URL(c.API)
+		r.Notify.GitHub = &c
+	}
 	return r
 }
 

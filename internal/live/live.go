@@ -1,21 +1,26 @@
-// Package live tells people how a run is going while it runs: a status line
-// on the terminal, quiet when stderr is not a terminal or in CI, and an
-// optional webhook that posts each phase's and step's numbers as they come
-// (Slack-compatible JSON).
+// Package live tells people on the terminal how a run is going while it
+// runs: one status line, redrawn in place and cut to the terminal's width,
+// quiet when stderr is not a terminal or in CI. (Posting to a webhook or a
+// pull request is package notify's job.)
 package live
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
+
+	"github.com/headroom-bench/headroom/internal/notify"
+	"golang.org/x/term"
 )
+
+// Message is what the run posts as it goes.
+//
+// Deprecated: use notify.Message; this alias stays until rig.go does.
+type Message = notify.Message
 
 // Status is what the run is doing now.
 type Status struct {
@@ -27,30 +32,128 @@ type Status struct {
 	// TTFTP90 and InteractivityP90 are the last window's, NaN-free: 0 when unknown.
 	TTFTP90          float64
 	InteractivityP90 float64
-	StepLeft         time.Duration // modelled time left in the step
+	StepLeft         time.Duration // modelled time left in the step, warm-up included
 	WindowLeft       time.Duration // modelled time left in the GPU window
+	// StepLen is a step's judged time and Window one judged window, both
+	// modelled. While the step is warming up, or less than one window of
+	// its judged time has passed, the line says "warming up" instead of
+	// P90s, which would still be the warm-up's or the step before's. Zero
+	// StepLen: not known, the P90s are shown as they come.
+	StepLen, Window time.Duration
+	// Clock is the run's modelled time now; 0 leaves it off the line.
+	Clock time.Duration
+	// Scale is how many modelled seconds pass per wall second (0 or 1:
+	// wall time). Virtual is a virtual clock, on which modelled time runs
+	// as fast as the computation. Either way the line labels its times
+	// as modelled.
+	Scale   float64
+	Virtual bool
+}
+
+// warming reports whether the step has not yet judged one whole window.
+func (s Status) warming() bool {
+	if s.Step == 0 || s.StepLen <= 0 {
+		return false
+	}
+	judged := s.StepLen - s.StepLeft // negative while warming up
+	return judged < max(s.Window, time.Nanosecond)
+}
+
+// scaled reports whether the line's times are not wall time.
+func (s Status) scaled() bool { return s.Virtual || (s.Scale > 0 && s.Scale != 1) }
+
+// segment is one part of the line; parts with a higher drop give way
+// first when the line is too wide: shortened when they have a short form,
+// else left out.
+type segment struct {
+	text  string
+	drop  int
+	short string
+}
+
+func (s Status) segments() []segment {
+	out := []segment{{text: s.Phase}}
+	if s.Step > 0 {
+		short := fmt.Sprintf("step %d/%d: %d sessions", s.Step, s.Steps, s.Sessions)
+		out = append(out, segment{text: fmt.Sprintf("%s, %d in flight", short, s.InFlight), drop: 7, short: short})
+	}
+	if s.warming() {
+		out = append(out, segment{text: "warming up"})
+	} else {
+		if s.TTFTP90 > 0 {
+			out = append(out, segment{text: fmt.Sprintf("P90 TTFT %.2fs", s.TTFTP90), drop: 4})
+		}
+		if s.InteractivityP90 > 0 {
+			out = append(out, segment{text: fmt.Sprintf("P90 %.1f tok/s/user", s.InteractivityP90), drop: 5})
+		}
+	}
+	if s.StepLeft > 0 {
+		out = append(out, segment{text: fmt.Sprintf("step left %s", s.StepLeft.Round(time.Second)), drop: 8})
+	}
+	if s.WindowLeft > 0 {
+		out = append(out, segment{text: fmt.Sprintf("window left %s", s.WindowLeft.Round(time.Minute)), drop: 9})
+	}
+	if s.Clock > 0 || s.scaled() {
+		t := "t=" + s.Clock.Round(time.Second).String()
+		switch {
+		case s.Virtual:
+			t += " modelled (virtual clock)"
+		case s.scaled():
+			t += fmt.Sprintf(" modelled (x%g)", s.Scale)
+		}
+		out = append(out, segment{text: t, drop: 6})
+	}
+	return out
 }
 
 // Line renders a status as one line.
-func (s Status) Line() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s", s.Phase)
-	if s.Step > 0 {
-		fmt.Fprintf(&b, " | step %d/%d: %d sessions, %d in flight", s.Step, s.Steps, s.Sessions, s.InFlight)
+func (s Status) Line() string { return s.Fit(0) }
+
+// Fit renders a status as one line of at most width characters (no limit
+// when width <= 0): the least telling parts are left out first (the GPU
+// window's time left, the step's, requests in flight, modelled time, the
+// running P90s) and what still does not fit is cut with "…".
+func (s Status) Fit(width int) string {
+	segs := s.segments()
+	join := func() string {
+		parts := make([]string, 0, len(segs))
+		for _, g := range segs {
+			parts = append(parts, g.text)
+		}
+		return strings.Join(parts, " | ")
 	}
-	if s.TTFTP90 > 0 {
-		fmt.Fprintf(&b, " | P90 TTFT %.2fs", s.TTFTP90)
+	line := join()
+	if width <= 0 {
+		return line
 	}
-	if s.InteractivityP90 > 0 {
-		fmt.Fprintf(&b, " | P90 %.1f tok/s/user", s.InteractivityP90)
+	for utf8.RuneCountInString(line) > width {
+		worst := -1
+		for i, g := range segs {
+			if g.drop > 0 && (worst < 0 || g.drop > segs[worst].drop) {
+				worst = i
+			}
+		}
+		switch {
+		case worst < 0:
+			// nothing left to give way
+		case segs[worst].short != "":
+			segs[worst] = segment{text: segs[worst].short}
+		default:
+			segs = append(segs[:worst], segs[worst+1:]...)
+		}
+		if worst < 0 {
+			break
+		}
+		line = join()
 	}
-	if s.StepLeft > 0 {
-		fmt.Fprintf(&b, " | step left %s", s.StepLeft.Round(time.Second))
+	if utf8.RuneCountInString(line) > width {
+		r := []rune(line)
+		if width == 1 {
+			return "…"
+		}
+		line = string(r[:width-1]) + "…"
 	}
-	if s.WindowLeft > 0 {
-		fmt.Fprintf(&b, " | window left %s", s.WindowLeft.Round(time.Minute))
-	}
-	return b.String()
+	return line
 }
 
 // IsTerminal reports whether w is an interactive terminal worth redrawing a
@@ -71,16 +174,38 @@ func IsTerminal(w io.Writer, getenv func(string) string) bool {
 type View struct {
 	w      io.Writer
 	status func() Status
+	cols   func() int // the terminal's width; 0 when not known
 	stop   chan struct{}
 	done   chan struct{}
 	mu     sync.Mutex
-	width  int
+	width  int // characters on the line now
 }
 
-// StartView starts redrawing status() on w every interval. Call Stop before
-// printing anything else to w.
+// StartView starts redrawing status() on w every interval, cut to the
+// terminal's width when w is a terminal (read at each redraw, so it follows
+// a resize). Call Stop before printing anything else to w.
 func StartView(w io.Writer, interval time.Duration, status func() Status) *View {
-	v := &View{w: w, status: status, stop: make(chan struct{}), done: make(chan struct{})}
+	return startView(w, interval, status, Width(w))
+}
+
+// Width returns a function that reads the width of the terminal w is, or
+// 0 when w is not a terminal.
+func Width(w io.Writer) func() int {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return func() int { return 0 }
+	}
+	return func() int {
+		cols, _, err := term.GetSize(int(f.Fd()))
+		if err != nil {
+			return 0
+		}
+		return cols
+	}
+}
+
+func startView(w io.Writer, interval time.Duration, status func() Status, cols func() int) *View {
+	v := &View{w: w, status: status, cols: cols, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(v.done)
 		t := time.NewTicker(interval)
@@ -101,13 +226,16 @@ func StartView(w io.Writer, interval time.Duration, status func() Status) *View 
 func (v *View) draw() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	line := v.status().Line()
+	// one column short of the edge, so the cursor never wraps the line;
+	// not a terminal (0): the whole line, as it comes
+	line := v.status().Fit(max(v.cols()-1, 0))
+	n := utf8.RuneCountInString(line)
 	pad := ""
-	if n := v.width - len(line); n > 0 {
-		pad = strings.Repeat(" ", n)
+	if v.width > n {
+		pad = strings.Repeat(" ", v.width-n)
 	}
 	fmt.Fprintf(v.w, "\r%s%s", line, pad)
-	v.width = len(line)
+	v.width = n
 }
 
 func (v *View) clear() {
@@ -134,46 +262,4 @@ func (w viewWriter) Write(p []byte) (int, error) {
 func (v *View) Stop() {
 	close(v.stop)
 	<-v.done
-}
-
-// Webhook posts messages to a Slack-compatible incoming webhook.
-type Webhook struct {
-	URL    string
-	Client *http.Client
-}
-
-// Message is the JSON posted: Slack reads text; the fields carry the numbers
-// for other receivers.
-type Message struct {
-	Text   string         `json:"text"`
-	Event  string         `json:"event"` // phase, step, done
-	Fields map[string]any `json:"fields,omitempty"`
-}
-
-// Post sends one message; a webhook that fails is reported, never fatal to
-// the run.
-func (h Webhook) Post(ctx context.Context, m Message) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	c := h.Client
-	if c == nil {
-		c = &http.Client{Timeout: 10 * time.Second}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.URL, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.Do(req)
-	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook: %s answered HTTP %d", h.URL, resp.StatusCode)
-	}
-	return nil
 }

@@ -2,16 +2,12 @@ package live
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestLineShowsWhatTheRunIsDoing(t *testing.T) {
@@ -78,31 +74,118 @@ func TestViewRedrawsAndClears(t *testing.T) {
 	}
 }
 
-func TestWebhookPostsSlackJSON(t *testing.T) {
-	var got []Message
-	var mu sync.Mutex
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		var m Message
-		if r.Header.Get("Content-Type") != "application/json" || json.Unmarshal(body, &m) != nil {
-			http.Error(w, "bad", 400)
-			return
+func TestFitKeepsTheLineInsideTheTerminal(t *testing.T) {
+	s := Status{Phase: "sweep", Step: 3, Steps: 8, Sessions: 6, InFlight: 7, TTFTP90: 2.345, InteractivityP90: 13.6,
+		StepLeft: 95 * time.Second, WindowLeft: 75 * time.Minute, Clock: 750 * time.Second, Scale: 100}
+	full := s.Line()
+	cases := []struct {
+		width   int
+		want    []string // kept
+		notWant []string // left out
+	}{
+		// Wide enough: everything.
+		{200, []string{"window left", "step left", "t=12m30s modelled (x100)", "P90 TTFT"}, nil},
+		// 80 columns: the GPU window's and the step's time left go first.
+		{80, []string{"step 3/8: 6 sessions", "P90 TTFT 2.35s", "P90 13.6 tok/s/user"}, []string{"window left", "step left"}},
+		// Narrow: the step and its P90 TTFT stay longest.
+		{50, []string{"sweep | step 3/8: 6 sessions"}, []string{"window left", "step left", "in flight"}},
+		// Narrower than the bare essentials: cut with an ellipsis.
+		{12, []string{"sweep | ste…"}, nil},
+	}
+	for _, c := range cases {
+		got := s.Fit(c.width)
+		if n := utf8.RuneCountInString(got); n > c.width {
+			t.Errorf("Fit(%d) = %q: %d characters", c.width, got, n)
 		}
-		mu.Lock()
-		got = append(got, m)
-		mu.Unlock()
-	}))
-	defer srv.Close()
-	h := Webhook{URL: srv.URL}
-	if err := h.Post(context.Background(), Message{Text: "step 2: 4 sessions pass", Event: "step", Fields: map[string]any{"sessions": 4}}); err != nil {
-		t.Fatal(err)
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("Fit(%d) = %q lacks %q", c.width, got, w)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(got, w) {
+				t.Errorf("Fit(%d) = %q keeps %q", c.width, got, w)
+			}
+		}
 	}
-	if len(got) != 1 || got[0].Text != "step 2: 4 sessions pass" || got[0].Fields["sessions"] != float64(4) {
-		t.Errorf("receiver got %+v", got)
+	if got := s.Fit(0); got != full {
+		t.Errorf("Fit(0) = %q, want the whole line %q", got, full)
 	}
-	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", 500) }))
-	defer bad.Close()
-	if err := (Webhook{URL: bad.URL}).Post(context.Background(), Message{Text: "x"}); err == nil {
-		t.Error("a 500 from the webhook was not reported")
+}
+
+func TestModelledTimeIsLabelled(t *testing.T) {
+	cases := []struct {
+		s    Status
+		want string // "" for no clock on the line
+	}{
+		// A scaled clock: its times are modelled, and the line says so.
+		{Status{Phase: "sweep", Clock: 750 * time.Second, Scale: 100}, "t=12m30s modelled (x100)"},
+		// A virtual clock runs as fast as the computation.
+		{Status{Phase: "sweep", Clock: 90 * time.Second, Virtual: true}, "t=1m30s modelled (virtual clock)"},
+		// Wall time: the time, without the label.
+		{Status{Phase: "sweep", Clock: 750 * time.Second, Scale: 1}, "t=12m30s"},
+		// No clock given: nothing.
+		{Status{Phase: "sweep"}, ""},
+	}
+	for _, c := range cases {
+		got := c.s.Line()
+		if c.want == "" {
+			if strings.Contains(got, "t=") {
+				t.Errorf("%+v renders %q, want no clock", c.s, got)
+			}
+			continue
+		}
+		if !strings.Contains(got, c.want) || (c.s.Scale == 1 && strings.Contains(got, "modelled")) {
+			t.Errorf("%+v renders %q, want %q", c.s, got, c.want)
+		}
+	}
+}
+
+func TestWarmingUpInsteadOfEarlyP90s(t *testing.T) {
+	step := func(left time.Duration) Status {
+		return Status{Phase: "sweep", Step: 2, Steps: 5, Sessions: 8, TTFTP90: 9.9, InteractivityP90: 3.3,
+			StepLen: 900 * time.Second, Window: 30 * time.Second, StepLeft: left}
+	}
+	cases := []struct {
+		name    string
+		s       Status
+		warming bool
+	}{
+		// In the warm-up (more than the judged time left): the P90s are the step before's.
+		{"warm-up", step(950 * time.Second), true},
+		// The first seconds of the judged time: less than a window judged.
+		{"first seconds", step(890 * time.Second), true},
+		// A whole window judged: the running P90s are this step's.
+		{"one window in", step(870 * time.Second), false},
+		// Step length not known: shown as they come, as before.
+		{"unknown length", Status{Phase: "sweep", Step: 1, Steps: 2, TTFTP90: 1, StepLeft: time.Second}, false},
+	}
+	for _, c := range cases {
+		got := c.s.Line()
+		if c.warming != strings.Contains(got, "warming up") || c.warming == strings.Contains(got, "P90 TTFT") {
+			t.Errorf("%s: %q, want warming up %v and P90s %v", c.name, got, c.warming, !c.warming)
+		}
+	}
+}
+
+func TestViewCutsToTheWidth(t *testing.T) {
+	var out syncBuf
+	cols := 40
+	v := startView(&out, time.Millisecond, func() Status {
+		return Status{Phase: "sweep", Step: 1, Steps: 2, Sessions: 4, InFlight: 5, TTFTP90: 1.5, StepLeft: time.Minute, WindowLeft: time.Hour}
+	}, func() int { return cols })
+	deadline := time.Now().Add(2 * time.Second)
+	for strings.Count(out.String(), "\r") < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	v.Stop()
+	for _, l := range strings.Split(out.String(), "\r") {
+		if n := utf8.RuneCountInString(l); n >= cols {
+			t.Errorf("a redraw of %d characters on a %d-column terminal: %q", n, cols, l)
+		}
+	}
+	// Not a terminal: no width, the whole line.
+	if w := Width(&bytes.Buffer{})(); w != 0 {
+		t.Errorf("Width of a buffer = %d, want 0", w)
 	}
 }

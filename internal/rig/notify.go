@@ -4,51 +4,80 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"sync"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/live"
+	"github.com/headroom-bench/headroom/internal/notify"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/transport"
 )
 
-// notifier posts to the run's webhook in the background, in order; a
-// failing webhook becomes a warning, never a failed run.
+// notifier posts each phase's and step's numbers to the run's webhook and
+// pull-request comment in the background; a post that finally fails is a
+// warning in the summary (see finish), never a failed run or a silent drop.
 type notifier struct {
-	hook   live.Webhook
-	queue  chan live.Message
-	done   chan struct{}
-	mu     sync.Mutex
-	failed []string
-	redact *transport.Redactor // set before the first post
+	send     *notify.Sender
+	redact   *transport.Redactor // set before the first post
+	secrets  []string            // the GitHub token and webhook URL, for the redactor
+	warnings []string            // what stopped a target before it started
 }
 
-// redacting makes every later post and failure pass through r.
-func (n *notifier) redacting(r *transport.Redactor) {
-	if n != nil {
-		n.redact = r
+// notifyDrain bounds how long the end of a run waits for queued posts.
+const notifyDrain = 30 * time.Second
+
+// startNotifier starts posting where cfg.Notify says; env looks up the
+// GitHub token's variable (os.LookupEnv). It returns nil when there is
+// nowhere to post.
+func startNotifier(cfg config.Run, env func(string) (string, bool)) *notifier {
+	return startNotifierWith(cfg, env, notify.Options{})
+}
+
+func startNotifierWith(cfg config.Run, env func(string) (string, bool), o notify.Options) *notifier {
+	nc := cfg.Notify
+	n := &notifier{}
+	var targets []notify.Target
+	if nc.Webhook != "" {
+		targets = append(targets, notify.Webhook{URL: nc.Webhook})
+		n.secrets = append(n.secrets, nc.Webhook)
 	}
-}
-
-func newNotifier(url string) *notifier {
-	if url == "" {
+	if g := nc.GitHub; g != nil {
+		name := g.TokenEnv
+		if name == "" {
+			name = "GITHUB_TOKEN"
+		}
+		token, ok := env(name)
+		if !ok || token == "" {
+			n.warnings = append(n.warnings, fmt.Sprintf("notify.github: $%s is not set, so no comment was posted on %s#%d; set it to a token that may write the pull request's comments (notify.github.token_env names it)", name, g.Repo, g.PR))
+		} else {
+			n.secrets = append(n.secrets, token)
+			targets = append(targets, &notify.GitHub{API: g.API, Repo: g.Repo, PR: g.PR, Token: token, Title: "headroom: " + cfg.Recipe.Name})
+		}
+	}
+	if len(targets) == 0 && len(n.warnings) == 0 {
 		return nil
 	}
-	n := &notifier{hook: live.Webhook{URL: url}, queue: make(chan live.Message, 64), done: make(chan struct{})}
-	go func() {
-		defer close(n.done)
-		for m := range n.queue {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			if err := n.hook.Post(ctx, m); err != nil {
-				n.mu.Lock()
-				n.failed = append(n.failed, n.redact.String(err.Error()))
-				n.mu.Unlock()
-			}
-			cancel()
-		}
-	}()
+	n.send = notify.Start(o, targets...)
 	return n
+}
+
+// newNotifier posts to a webhook alone.
+//
+// Deprecated: rig.go is to call startNotifier(r.cfg, os.LookupEnv), which
+// also posts the pull-request comment.
+func newNotifier(url string) *notifier {
+	return startNotifier(config.Run{Notify: config.Notify{Webhook: url}}, func(string) (string, bool) { return "", false })
+}
+
+// redacting makes every later post and warning pass through r, and
+// registers the token and webhook URL with it so neither is ever written.
+func (n *notifier) redacting(r *transport.Redactor) {
+	if n == nil {
+		return
+	}
+	n.redact = r
+	r.Add(n.secrets...)
 }
 
 func (n *notifier) post(m live.Message) {
@@ -56,25 +85,36 @@ func (n *notifier) post(m live.Message) {
 		return
 	}
 	m.Text = n.redact.String(m.Text)
+	fields := make(map[string]any, len(m.Fields))
 	for k, v := range m.Fields {
 		if s, ok := v.(string); ok {
-			m.Fields[k] = n.redact.String(s)
+			v = n.redact.String(s)
 		}
+		fields[k] = v
 	}
-	select {
-	case n.queue <- m:
-	default: // a stuck webhook must not hold up the run
-	}
+	m.Fields = fields
+	n.send.Post(m)
 }
 
-// close sends what is queued and stops.
-func (n *notifier) close() {
+// finish waits for the queued posts (at most notifyDrain) and returns
+// what was lost, one warning per target, for the summary. Later calls
+// return nothing.
+func (n *notifier) finish() []string {
 	if n == nil {
-		return
+		return nil
 	}
-	close(n.queue)
-	<-n.done
+	ctx, cancel := context.WithTimeout(context.Background(), notifyDrain)
+	defer cancel()
+	out := append(n.warnings, n.send.Close(ctx)...)
+	n.warnings = nil
+	for i, w := range out {
+		out[i] = n.redact.String(w)
+	}
+	return out
 }
+
+// close sends what is queued and stops; finish also says what was lost.
+func (n *notifier) close() { n.finish() }
 
 func stepMessage(recipe string, s sweep.StepResult) live.Message {
 	text := fmt.Sprintf("%s: step %d, %d sessions: %s", recipe, s.Index+1, s.Sessions, s.Judged.Verdict)

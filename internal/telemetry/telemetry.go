@@ -1,6 +1,7 @@
 // Package telemetry serves headroom's own Prometheus metrics while a run is
 // going: the phase, the step and its sessions, requests in flight, the running
-// P90s and each step's verdict, so a dashboard can follow a run live.
+// P90s, the bar they are judged against and each step's verdict, so a
+// dashboard can follow a run live (deploy/grafana/headroom.json).
 package telemetry
 
 import (
@@ -10,16 +11,31 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/load"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Phases a run goes through, in order; SetPhase takes one of these or any
-// other name.
-var Phases = []string{"deploy", "pre-flight", "evals", "sweep", "capacity", "post-flight", "rollback", "done"}
+// Phases a run goes through, in order, as package rig names them; SetPhase
+// takes one of these or any other name.
+var Phases = []string{"rollout", "pre-flight", "mini evals", "sweep", "capacity", "post-flight", "rollback", "promote", "done"}
+
+// ErrorClasses are the load generator's error classes, each counted from 0
+// so a healthy run's error panels read 0, not nothing.
+var ErrorClasses = []string{load.ErrRefused, load.ErrServer, load.ErrTimeout, load.ErrAborted, load.ErrConnect,
+	load.ErrStream, load.ErrUnsent, load.ErrNoUsage, load.ErrEmptyAnswer}
+
+// Bar is the pass line a run judges its steps against.
+type Bar struct {
+	TTFTP90S            float64 // pass when P90 TTFT <= this
+	InteractivityP90TPS float64 // pass when P90 interactivity >= this
+	ErrorRate           float64 // pass when errors are below this share
+}
 
 // Verdicts a step can get.
 var Verdicts = []string{"pass", "fail", "too close", "no data"}
@@ -46,6 +62,9 @@ type Telemetry struct {
 	phaseNames    map[string]bool
 	phaseStarted  prometheus.Gauge
 	rollbackError prometheus.Gauge
+	barTTFT       prometheus.Gauge
+	barInter      prometheus.Gauge
+	barErrors     prometheus.Gauge
 }
 
 // New makes the metrics for one run of recipe, by headroom version.
@@ -72,20 +91,26 @@ func New(recipe, version string) *Telemetry {
 			Help: "Running P90 interactivity (tokens/s per user that 90% of streams beat) of the current step; NaN before data."}),
 		errorRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_error_rate",
 			Help: "Running error rate of the current step (errors / requests planned); NaN before data."}),
+		barTTFT: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_bar_ttft_p90_seconds",
+			Help: "The bar: a step passes when its P90 time to first token is at most this (compare headroom_ttft_p90_seconds); NaN until set."}),
+		barInter: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_bar_interactivity_p90_tokens_per_second",
+			Help: "The bar: a step passes when its P90 interactivity is at least this (compare headroom_interactivity_p90_tokens_per_second); NaN until set."}),
+		barErrors: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_bar_error_rate",
+			Help: "The bar: a step passes when its errors are below this share of its requests (compare headroom_error_rate); NaN until set."}),
 		verdict: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "headroom_step_verdict",
-			Help: "1 for each judged step's latest verdict (labels: sessions, verdict), with its margin in headroom_step_margin."}, []string{"sessions", "verdict"}),
+			Help: "1 for each judged step's latest verdict (labels: sessions, verdict); headroom_steps_total counts every verdict, repeats included."}, []string{"sessions", "verdict"}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "headroom_steps_total",
 			Help: "Steps judged, by verdict."}, []string{"verdict"}),
 		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "headroom_requests_sent_total",
 			Help: "Requests the load generator sent."}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "headroom_requests_failed_total",
-			Help: "Requests that ended in an error, by error class (refusal, server, timeout, abort, ...)."}, []string{"class"}),
+			Help: "Requests that ended in an error, by error class (" + strings.Join(ErrorClasses, ", ") + "); unsent turns of failed conversations count too."}, []string{"class"}),
 		rollbackError: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_rollback_failed",
 			Help: "1 when a rollback failed and the previous recipe is not fully back."}),
 		phaseNames: map[string]bool{},
 	}
 	for _, c := range []prometheus.Collector{t.info, t.phase, t.phaseStarted, t.step, t.sessions, t.inFlight, t.ttftP90,
-		t.interP90, t.errorRate, t.verdict, t.steps, t.sent, t.failed, t.rollbackError} {
+		t.interP90, t.errorRate, t.barTTFT, t.barInter, t.barErrors, t.verdict, t.steps, t.sent, t.failed, t.rollbackError} {
 		f(c)
 	}
 	t.info.WithLabelValues(recipe, version).Set(1)
@@ -95,6 +120,12 @@ func New(recipe, version string) *Telemetry {
 	}
 	for _, v := range Verdicts {
 		t.steps.WithLabelValues(v)
+	}
+	for _, c := range ErrorClasses {
+		t.failed.WithLabelValues(c)
+	}
+	for _, g := range []prometheus.Gauge{t.barTTFT, t.barInter, t.barErrors} {
+		g.Set(nan())
 	}
 	t.step.Set(-1)
 	t.ttftP90.Set(nan())
@@ -122,6 +153,17 @@ func (t *Telemetry) SetPhase(name string) {
 	if name != "sweep" {
 		t.step.Set(-1)
 	}
+}
+
+// SetBar exports the bar the run judges against, so a dashboard draws it
+// as thresholds.
+func (t *Telemetry) SetBar(b Bar) {
+	if t == nil {
+		return
+	}
+	t.barTTFT.Set(b.TTFTP90S)
+	t.barInter.Set(b.InteractivityP90TPS)
+	t.barErrors.Set(b.ErrorRate)
 }
 
 // SetStep marks step i (0-based) with its concurrent sessions as running,

@@ -2,13 +2,9 @@ package telemetry
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"regexp"
-	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -171,71 +167,5 @@ func TestServeOnLoopback(t *testing.T) {
 	}
 	if v, _ := value(t, ofams, "headroom_rollback_failed", nil); v != 0 {
 		t.Errorf("a second Telemetry sees the first one's rollback failure (%g)", v)
-	}
-}
-
-// TestGrafanaDashboard checks deploy/grafana/headroom.json is valid JSON,
-// has the panels the runbook names, and queries only headroom metrics that
-// exist.
-func TestGrafanaDashboard(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/grafana/headroom.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct {
-		Title  string `json:"title"`
-		UID    string `json:"uid"`
-		Panels []struct {
-			ID      int    `json:"id"`
-			Title   string `json:"title"`
-			Type    string `json:"type"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(b, &d); err != nil {
-		t.Fatalf("dashboard is not valid JSON: %v", err)
-	}
-	if d.Title == "" || d.UID == "" {
-		t.Error("dashboard has no title or uid")
-	}
-	tel := New("r", "dev")
-	tel.RequestDone("server") // so the failed counter has a series
-	tel.ObserveStep(1, "pass")
-	fams, err := tel.Registry().Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := map[string]bool{}
-	for _, f := range fams {
-		known[f.GetName()] = true
-	}
-	ids := map[int]bool{}
-	var all strings.Builder
-	metric := regexp.MustCompile(`headroom_[a-z0-9_]+`)
-	for _, p := range d.Panels {
-		if ids[p.ID] {
-			t.Errorf("panel id %d used twice", p.ID)
-		}
-		ids[p.ID] = true
-		if len(p.Targets) == 0 {
-			t.Errorf("panel %q has no query", p.Title)
-		}
-		for _, tg := range p.Targets {
-			all.WriteString(tg.Expr + "\n")
-			for _, m := range metric.FindAllString(tg.Expr, -1) {
-				if !known[m] {
-					t.Errorf("panel %q queries %s, which headroom does not serve", p.Title, m)
-				}
-			}
-		}
-	}
-	for _, want := range []string{"headroom_ttft_p90_seconds", "headroom_interactivity_p90_tokens_per_second",
-		"headroom_requests_failed_total", "headroom_requests_in_flight", "vllm:kv_cache_usage_perc",
-		"vllm:num_requests_waiting", "vllm:time_to_first_token_seconds_bucket", "headroom_step_verdict"} {
-		if !strings.Contains(all.String(), want) {
-			t.Errorf("no panel queries %s", want)
-		}
 	}
 }
