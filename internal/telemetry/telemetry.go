@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/verdict"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -37,8 +38,9 @@ type Bar struct {
 	ErrorRate           float64 // pass when errors are below this share
 }
 
-// Verdicts a step can get.
-var Verdicts = []string{"pass", "fail", "too close", "no data"}
+// Verdicts a step can get, as package verdict spells them (the label
+// values of headroom_steps_total, each counted from 0).
+var Verdicts = []string{string(verdict.Pass), string(verdict.TooClose), string(verdict.NoData), string(verdict.Fail)}
 
 // Telemetry holds a run's metrics on its own registry (never the global
 // one). A nil *Telemetry is valid and records nothing, so a run without

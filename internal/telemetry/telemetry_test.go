@@ -85,7 +85,7 @@ func TestScrapeFollowsTheRun(t *testing.T) {
 	tel.RequestDone("refusal")
 	tel.ObserveRunning(4.2, 11.5, 0.01)
 	tel.ObserveStep(10, "pass")
-	tel.ObserveStep(15, "too close")
+	tel.ObserveStep(15, "too_close")
 	tel.ObserveStep(15, "fail") // the repeat replaces the earlier verdict
 
 	fams = scrape(t, srv.URL)
@@ -108,11 +108,13 @@ func TestScrapeFollowsTheRun(t *testing.T) {
 		// Running P90s.
 		{"headroom_ttft_p90_seconds", nil, 4.2, false},
 		{"headroom_interactivity_p90_tokens_per_second", nil, 11.5, false},
-		// Verdicts: the repeat at 15 replaced "too close".
+		// Verdicts: the repeat at 15 replaced "too_close".
 		{"headroom_step_verdict", map[string]string{"sessions": "10", "verdict": "pass"}, 1, false},
 		{"headroom_step_verdict", map[string]string{"sessions": "15", "verdict": "fail"}, 1, false},
-		{"headroom_step_verdict", map[string]string{"sessions": "15", "verdict": "too close"}, 0, true},
-		{"headroom_steps_total", map[string]string{"verdict": "too close"}, 1, false},
+		{"headroom_step_verdict", map[string]string{"sessions": "15", "verdict": "too_close"}, 0, true},
+		{"headroom_steps_total", map[string]string{"verdict": "too_close"}, 1, false},
+		// Every verdict is counted from 0, spelled as rig passes them.
+		{"headroom_steps_total", map[string]string{"verdict": "no_data"}, 0, false},
 		// Info names the recipe and version.
 		{"headroom_run_info", map[string]string{"recipe": "recipe-1", "version": "v0.1.0"}, 1, false},
 	}
