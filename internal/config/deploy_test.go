@@ -1,8 +1,13 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	k8syaml "sigs.k8s.io/yaml"
 )
 
 func TestNotifyGitHubAndPromote(t *testing.T) {
@@ -57,5 +62,76 @@ func TestNotifyGitHubAndPromote(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCIExample checks examples/ci: the workflow decodes, runs smoke on
+// every recipe pull request and the full run on the label, and every
+// --set it passes gives a valid run file on top of examples/ci/run.yaml.
+func TestCIExample(t *testing.T) {
+	b, err := os.ReadFile("../../examples/ci/headroom.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf struct {
+		On   map[string]any `json:"on"`
+		True map[string]any `json:"true"` // YAML 1.1 reads the key on as true
+		Jobs map[string]struct {
+			If    string `json:"if"`
+			Steps []struct {
+				Run string `json:"run"`
+			} `json:"steps"`
+		} `json:"jobs"`
+	}
+	if err := k8syaml.Unmarshal(b, &wf); err != nil {
+		t.Fatalf("workflow: %v", err)
+	}
+	if wf.On == nil {
+		wf.On = wf.True
+	}
+	if _, ok := wf.On["pull_request"]; !ok {
+		t.Error("the workflow does not run on pull requests")
+	}
+	want := map[string]string{"smoke": "headroom smoke", "full": "headroom run"}
+	sets := regexp.MustCompile(`--set ([a-z_.]+)=`)
+	values := map[string]string{"recipe.file": "", "notify.github.repo": "acme/serving-recipes", "notify.github.pr": "17", "deploy.promote": "on_target"}
+	recipeFile, _ := filepath.Abs("../../examples/recipes/0-vllm.yaml")
+	values["recipe.file"] = recipeFile
+	for job, cmd := range want {
+		j, ok := wf.Jobs[job]
+		if !ok {
+			t.Errorf("no %s job", job)
+			continue
+		}
+		var run string
+		for _, s := range j.Steps {
+			run += s.Run
+		}
+		if !strings.Contains(run, cmd) {
+			t.Errorf("job %s does not run %q", job, cmd)
+		}
+		var ovs []Override
+		for _, m := range sets.FindAllStringSubmatch(run, -1) {
+			v, ok := values[m[1]]
+			if !ok {
+				t.Errorf("job %s sets %s, which this test has no value for", job, m[1])
+				continue
+			}
+			ovs = append(ovs, Override{Path: m[1], Value: v, Flag: "--set " + m[1]})
+		}
+		r, err := LoadWith("../../examples/ci/run.yaml", ovs...)
+		if err != nil {
+			t.Errorf("job %s: examples/ci/run.yaml with its --set: %v", job, err)
+			continue
+		}
+		if g := r.Notify.GitHub; g == nil || g.PR != 17 || g.Repo != "acme/serving-recipes" {
+			t.Errorf("job %s: notify.github = %+v, want the pull request set", job, g)
+		}
+		if r.Recipe.Name != "recipe-0-vllm" {
+			t.Errorf("job %s: recipe %q, want the changed recipe's", job, r.Recipe.Name)
+		}
+	}
+	if !strings.Contains(wf.Jobs["full"].If, "label") || strings.Contains(wf.Jobs["smoke"].If, "label.name") {
+		t.Errorf("the full run is not on a label (%q) or smoke is (%q)", wf.Jobs["full"].If, wf.Jobs["smoke"].If)
 	}
 }
