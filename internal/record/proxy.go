@@ -143,13 +143,22 @@ func (r *Recorder) proxyError(w http.ResponseWriter, req *http.Request, err erro
 }
 
 // teeBody keeps a copy of the request body as the transport sends it.
+// After the end it answers io.EOF itself: the transport reads once more past
+// Content-Length, and by then the server may have closed the agent's body
+// (it does when the answer's header goes out), which would read as an error
+// and make the transport drop the upstream connection mid-answer.
 type teeBody struct {
-	rc io.ReadCloser
-	x  *exchange
+	rc  io.ReadCloser
+	x   *exchange
+	eof bool
 }
 
 func (t *teeBody) Read(p []byte) (int, error) {
+	if t.eof {
+		return 0, io.EOF
+	}
 	n, err := t.rc.Read(p)
+	t.eof = err == io.EOF
 	if n > 0 && !t.x.reqTooLarge {
 		if len(t.x.req)+n > maxRequestBytes {
 			t.x.reqTooLarge = true
