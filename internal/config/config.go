@@ -32,9 +32,11 @@ type Run struct {
 	// Deploy says what becomes of the candidate when the run is over
 	// (recipe.deploy says how it is put up).
 	Deploy Deploy `json:"deploy,omitempty"`
-	// TimeScale runs the clock this many times faster than modelled time. Only the
-	// built-in simulator can follow a scaled clock, so it must be 1 elsewhere.
-	TimeScale float64 `json:"time_scale"`
+	// TimeScale runs the clock this many times faster than modelled time, or
+	// "virtual": modelled time jumps from event to event, so a simulated run
+	// takes as long as its computation. Only the built-in simulator can
+	// follow a scaled or virtual clock, so it must be 1 elsewhere.
+	TimeScale Scale `json:"time_scale"`
 	// Output is the folder under which run directories are made.
 	Output string `json:"output"`
 }
@@ -330,8 +332,8 @@ func (r Run) Validate() error {
 	if r.Version != Version {
 		bad("version", "this build reads version %d, the file says %d", Version, r.Version)
 	}
-	if r.TimeScale <= 0 || r.TimeScale > 1000 {
-		bad("time_scale", "must be in (0, 1000], got %g", r.TimeScale)
+	if !r.TimeScale.Virtual() && (r.TimeScale <= 0 || r.TimeScale > 1000) {
+		bad("time_scale", "must be in (0, 1000] or \"virtual\", got %g", r.TimeScale)
 	}
 	rc := r.Recipe
 	if rc.Name == "" {
@@ -391,7 +393,7 @@ func (r Run) Validate() error {
 		}
 		errs = append(errs, checkAccess(rc)...)
 		if r.TimeScale != 1 {
-			bad("time_scale", "must be 1 against a real endpoint (only the built-in simulator runs on a scaled clock)")
+			bad("time_scale", "must be 1 against a real endpoint (only the built-in simulator runs on a scaled or virtual clock)")
 		}
 	}
 	b := r.Bar

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/transport"
 )
 
@@ -31,6 +32,10 @@ type ClientOptions struct {
 	HTTP *http.Client
 	// Conn is the credentials and TLS every request carries (with HTTP nil).
 	Conn transport.Conn
+	// Clock, when set, times the deadline (Timeout is then wall time at the
+	// clock's scale, as Clock.Real gives it) and Elapsed: a virtual clock
+	// runs them in modelled time.
+	Clock *timescale.Clock
 }
 
 // Client sends eval requests to an OpenAI-compatible chat completions
@@ -52,6 +57,13 @@ func NewClient(base, model string, o ClientOptions) *Client {
 		hc = &http.Client{Transport: o.Conn.Wrap(transport.Base())}
 	}
 	return &Client{url: strings.TrimRight(base, "/") + "/v1/chat/completions", model: model, opts: o, http: hc}
+}
+
+func (c *Client) now() time.Time {
+	if c.opts.Clock != nil {
+		return c.opts.Clock.Time()
+	}
+	return time.Now()
 }
 
 // Close releases idle connections.
@@ -92,7 +104,7 @@ type wireRequest struct {
 // deadline; when the deadline passes or ctx is cancelled the connection is
 // closed, so the server sees the client leave.
 func (c *Client) Complete(ctx context.Context, r Request) (Answer, error) {
-	start := time.Now()
+	start := c.now()
 	if r.MaxTokens <= 0 {
 		return Answer{}, &RequestError{Class: ClassBadRequest, Err: fmt.Errorf("max_tokens is %d: every eval request must carry a positive max_tokens", r.MaxTokens)}
 	}
@@ -109,10 +121,16 @@ func (c *Client) Complete(ctx context.Context, r Request) (Answer, error) {
 	if err != nil {
 		return Answer{}, &RequestError{Class: ClassBadRequest, Err: err}
 	}
-	rctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	var rctx context.Context
+	var cancel context.CancelFunc
+	if k := c.opts.Clock; k != nil {
+		rctx, cancel = k.WithTimeout(ctx, k.Modelled(c.opts.Timeout))
+	} else {
+		rctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
+	}
 	defer cancel()
 	a, err := c.send(rctx, body)
-	a.Elapsed = time.Since(start)
+	a.Elapsed = c.now().Sub(start)
 	if err != nil {
 		var re *RequestError
 		if !errors.As(err, &re) {

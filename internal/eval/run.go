@@ -194,39 +194,61 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 	results := make([][]CaseResult, len(suites))
 	unsent := make([]int, len(suites))
 	var mu sync.Mutex
-	next := make(chan job)
-	var wg sync.WaitGroup
-	for range max(1, o.Concurrency) {
-		wg.Go(func() {
-			for j := range next {
-				r := RunCase(ctx, c, j.c)
-				mu.Lock()
-				if ctx.Err() != nil && !r.Answered {
-					unsent[j.suite]++
-				} else {
-					results[j.suite] = append(results[j.suite], r)
-					if o.OnResult != nil {
-						o.OnResult(r)
-					}
+	if o.Concurrency <= 1 {
+		// One at a time, in the caller's goroutine (a virtual clock's run
+		// may start no goroutine of its own).
+		for k, j := range jobs {
+			if ctx.Err() != nil {
+				for _, rest := range jobs[k:] {
+					unsent[rest.suite]++
 				}
-				mu.Unlock()
+				break
 			}
-		})
-	}
-	sent := 0
-feed:
-	for _, j := range jobs {
-		select {
-		case next <- j:
-			sent++
-		case <-ctx.Done():
-			break feed
+			r := RunCase(ctx, c, j.c)
+			if ctx.Err() != nil && !r.Answered {
+				unsent[j.suite]++
+				continue
+			}
+			results[j.suite] = append(results[j.suite], r)
+			if o.OnResult != nil {
+				o.OnResult(r)
+			}
 		}
-	}
-	close(next)
-	wg.Wait()
-	for _, j := range jobs[sent:] {
-		unsent[j.suite]++
+	} else {
+		next := make(chan job)
+		var wg sync.WaitGroup
+		for range max(1, o.Concurrency) {
+			wg.Go(func() {
+				for j := range next {
+					r := RunCase(ctx, c, j.c)
+					mu.Lock()
+					if ctx.Err() != nil && !r.Answered {
+						unsent[j.suite]++
+					} else {
+						results[j.suite] = append(results[j.suite], r)
+						if o.OnResult != nil {
+							o.OnResult(r)
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		sent := 0
+	feed:
+		for _, j := range jobs {
+			select {
+			case next <- j:
+				sent++
+			case <-ctx.Done():
+				break feed
+			}
+		}
+		close(next)
+		wg.Wait()
+		for _, j := range jobs[sent:] {
+			unsent[j.suite]++
+		}
 	}
 
 	rep := Report{V: ReportVersion, Verdict: Pass}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/transport"
 )
 
@@ -28,6 +29,19 @@ type Client struct {
 	http    *http.Client
 	bufs    sync.Pool // request bodies
 	readers sync.Pool // *bufio.Reader over response bodies
+	clock   *timescale.Clock
+}
+
+// UseClock makes the client stamp tokens and time its deadlines on clock
+// (a virtual one runs them in modelled time). Without it, the wall clock.
+func (c *Client) UseClock(clock *timescale.Clock) { c.clock = clock }
+
+// now stamps a token.
+func (c *Client) now() time.Time {
+	if c.clock == nil {
+		return time.Now()
+	}
+	return c.clock.Time()
 }
 
 // NewClient returns a client for base (e.g. http://127.0.0.1:8000) and model.
@@ -91,7 +105,13 @@ func (c *Client) Stream(ctx context.Context, prompt []byte, maxTokens int, deadl
 	buf.Reset()
 	c.body(buf, prompt, maxTokens)
 
-	rctx, cancel := context.WithTimeout(ctx, deadline)
+	var rctx context.Context
+	var cancel context.CancelFunc
+	if c.clock != nil {
+		rctx, cancel = c.clock.WithTimeout(ctx, c.clock.Modelled(deadline))
+	} else {
+		rctx, cancel = context.WithTimeout(ctx, deadline)
+	}
 	defer cancel()
 	fail := func(class string, err error) Result {
 		switch {

@@ -73,7 +73,7 @@ type Generator struct {
 	lanes      []*lane
 	history    map[int]*laneHistory // by lane id, over every start of that lane
 	epoch      atomic.Int64         // see Reseed
-	wg         sync.WaitGroup
+	wg         *timescale.Group
 	tag        atomic.Pointer[Tag]
 	inFlight   atomic.Int64
 	tierFlight map[string]*atomic.Int64
@@ -169,8 +169,14 @@ func (l *lane) idealCached(marker uint64, ids []int64, blockSize, tokens int) in
 
 // NewGenerator returns a generator with no lanes running.
 func NewGenerator(o Options) *Generator {
-	ctx, cancel := context.WithCancel(context.Background())
-	g := &Generator{o: o, retry: o.Retry.orDefault(), ctx: ctx, cancel: cancel, tierFlight: map[string]*atomic.Int64{}, history: map[int]*laneHistory{}}
+	if o.Clock == nil {
+		o.Clock, _ = timescale.New(1)
+	}
+	if o.Client != nil && o.Client.clock == nil {
+		o.Client.UseClock(o.Clock)
+	}
+	ctx, cancel := o.Clock.WithCancel(context.Background())
+	g := &Generator{o: o, wg: o.Clock.NewGroup(), retry: o.Retry.orDefault(), ctx: ctx, cancel: cancel, tierFlight: map[string]*atomic.Int64{}, history: map[int]*laneHistory{}}
 	for tier := range o.Tiers {
 		g.tierFlight[tier] = new(atomic.Int64)
 	}
@@ -238,10 +244,9 @@ func (g *Generator) SetSessions(n int) {
 		h.starts++
 		epoch := g.epoch.Load()
 		l := &lane{id: id, tier: tierOf(id, g.o.Mix), start: g.starts.Add(1), restart: h.starts > 1 || epoch != 0, epoch: epoch}
-		l.ctx, l.cancel = context.WithCancel(g.ctx)
+		l.ctx, l.cancel = g.o.Clock.WithCancel(g.ctx)
 		g.lanes = append(g.lanes, l)
-		g.wg.Add(1)
-		go g.run(l)
+		g.wg.Go(func() { g.run(l) })
 	}
 }
 
@@ -249,13 +254,13 @@ func (g *Generator) SetSessions(n int) {
 // (wall time) for them, then cancels what is still in flight.
 func (g *Generator) Stop(grace time.Duration) {
 	g.SetSessions(0)
-	done := make(chan struct{})
-	go func() { g.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
+	c := g.o.Clock
+	gctx, stop := c.WithTimeout(context.Background(), c.Modelled(grace))
+	err := g.wg.Wait(gctx)
+	stop()
+	if err != nil {
 		g.cancel()
-		<-done
+		_ = g.wg.Wait(context.Background())
 	}
 	g.cancel()
 	// the lanes are gone: the unsent turns due by now count, no later ones
@@ -291,7 +296,6 @@ func tierOf(i int, mix []TierShare) string {
 // its own order of the tier's sessions; a lane id started again goes on
 // with the next play of that order and draws its start point afresh.
 func (g *Generator) run(l *lane) {
-	defer g.wg.Done()
 	defer l.cancel()
 	sessions := g.o.Tiers[l.tier]
 	if len(sessions) == 0 {
@@ -348,21 +352,20 @@ func (g *Generator) play(l *lane, s Session, p plan, play int, first bool, rng *
 			}
 		}
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	done := make([]chan struct{}, len(p.branches))
+	c := g.o.Clock
+	wg := c.NewGroup()
+	defer func() { _ = wg.Wait(context.Background()) }()
+	done := make([]*timescale.Signal, len(p.branches))
 	spawn := func(after int) {
 		for k, b := range p.branches {
 			if b.after != after {
 				continue
 			}
-			done[k] = make(chan struct{})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer close(done[k])
+			done[k] = c.NewLatch()
+			wg.Go(func() {
+				defer done[k].Close()
 				g.branch(l, s, marker, play, b.turns)
-			}()
+			})
 		}
 	}
 	if start == 0 {
@@ -376,9 +379,7 @@ func (g *Generator) play(l *lane, s Session, p plan, play int, first bool, rng *
 		}
 		for k, b := range p.branches {
 			if b.gate == pos && done[k] != nil {
-				select {
-				case <-done[k]:
-				case <-g.ctx.Done():
+				if _, err := c.WaitFor(g.ctx, "subagent", -1, done[k]); err != nil {
 					return
 				}
 			}
@@ -507,7 +508,7 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 		tierFlight.Add(1)
 	}
 	raise(&l.peak, l.inFlight.Add(1))
-	sent := time.Now()
+	sent := c.Time()
 	rec := Record{
 		V: RecordVersion, Step: tag.Step, Sessions: tag.Sessions, Phase: phase,
 		Lane: l.id, Session: s.ID, Tier: s.Tier, Play: play, Turn: t.Index, Agent: t.Agent, Attempt: attempt,

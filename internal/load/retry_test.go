@@ -465,7 +465,7 @@ func TestRestartedLanesDrawFreshPlays(t *testing.T) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		g.SetSessions(0)
-		g.wg.Wait()
+		_ = g.wg.Wait(context.Background())
 	}
 	run(0)
 	if rs, ok := any(g).(interface{ Reseed(epoch int) }); ok {

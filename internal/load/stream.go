@@ -29,6 +29,7 @@ var donePayload = []byte("[DONE]")
 // and is a stream error if the joined data does not parse either.
 type sse struct {
 	res *Result
+	now func() time.Time // stamps tokens: the client's clock
 	// pending holds an event's data that did not parse line by line.
 	pending    []byte
 	hasPending bool
@@ -42,13 +43,18 @@ func (c *Client) read(body io.Reader, res *Result) (done bool, err error) {
 	br := c.readers.Get().(*bufio.Reader)
 	br.Reset(body)
 	defer func() { br.Reset(nil); c.readers.Put(br) }()
-	return readSSE(br, res)
+	return readSSEAt(br, res, c.now)
 }
 
 // readSSE is read over a bufio.Reader whose buffer is shorter than
 // MaxSSELine.
 func readSSE(br *bufio.Reader, res *Result) (done bool, err error) {
-	s := sse{res: res}
+	return readSSEAt(br, res, time.Now)
+}
+
+// readSSEAt is readSSE with tokens stamped by now.
+func readSSEAt(br *bufio.Reader, res *Result, now func() time.Time) (done bool, err error) {
+	s := sse{res: res, now: now}
 	var long []byte
 	for {
 		line, err := br.ReadSlice('\n')
@@ -161,7 +167,7 @@ func (s *sse) apply(c chunk, p []byte) error {
 	}
 	res := s.res
 	if c.token() {
-		now := time.Now()
+		now := s.now()
 		if res.Chunks == 0 {
 			res.First = now
 		}

@@ -1,9 +1,14 @@
 package rig
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
+
+	"github.com/headroom-bench/headroom/internal/memnet"
+	"github.com/headroom-bench/headroom/internal/timescale"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/sim"
@@ -13,23 +18,38 @@ import (
 // the built-in simulated gateway started on a loopback port when the recipe
 // says "sim". stop shuts the simulator down (a no-op otherwise).
 func Endpoint(cfg config.Run, progress io.Writer) (endpoint string, metrics []string, stop func(), err error) {
+	if cfg.TimeScale.Virtual() {
+		return "", nil, nil, errors.New("time_scale: virtual runs inside `headroom run` or `headroom simulate`, which hold the virtual clock")
+	}
+	endpoint, metrics, _, stop, err = EndpointOn(cfg, progress, nil)
+	return endpoint, metrics, stop, err
+}
+
+// EndpointOn is Endpoint for a run on clock: on a virtual clock the
+// simulator is served in memory, and rt is the round tripper that reaches it
+// (nil otherwise). clock may be nil for a wall clock of the run's scale.
+func EndpointOn(cfg config.Run, progress io.Writer, clock *timescale.Clock) (endpoint string, metrics []string, rt http.RoundTripper, stop func(), err error) {
 	if cfg.Recipe.Endpoint != config.SimEndpoint {
-		return cfg.Recipe.Endpoint, cfg.Recipe.Metrics, func() {}, nil
+		return cfg.Recipe.Endpoint, cfg.Recipe.Metrics, nil, func() {}, nil
 	}
 	opts, err := SimOptions(cfg.Recipe)
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, nil, err
 	}
-	opts.Scale, opts.Seed = cfg.TimeScale, cfg.Workload.Seed
+	opts.Scale, opts.Seed = cfg.TimeScale.Wall(), cfg.Workload.Seed
+	if clock != nil && clock.Virtual() {
+		opts.Clock, opts.Net = clock, memnet.New(clock)
+		rt = opts.Net.Transport()
+	}
 	url, stopSim, err := StartSim(cfg.Recipe, opts, "127.0.0.1:0")
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, nil, err
 	}
 	if progress != nil {
-		fmt.Fprintf(progress, "simulated gateway at %s (%s personality, profile %s, %d cop%s, time scale %g)\n",
+		fmt.Fprintf(progress, "simulated gateway at %s (%s personality, profile %s, %d cop%s, time scale %s)\n",
 			url, opts.Personality, opts.Profile.Name, max(cfg.Recipe.Copies, 1), map[bool]string{true: "ies", false: "y"}[cfg.Recipe.Copies > 1], cfg.TimeScale)
 	}
-	return url, []string{url + "/metrics"}, func() { stopSim() }, nil
+	return url, []string{url + "/metrics"}, rt, func() { stopSim() }, nil
 }
 
 // StartSim serves the simulated gateway on addr: one engine, or the

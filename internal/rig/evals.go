@@ -46,9 +46,14 @@ func RunEvals(ctx context.Context, cfg config.Run, endpoint string, clock *times
 	if err != nil {
 		return eval.Report{}, err
 	}
-	client := eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS)), Conn: acc.endpoint})
+	return runEvals(ctx, cfg, suites, endpoint, acc.endpoint, clock), nil
+}
+
+// runEvals is RunEvals reaching the endpoint through conn.
+func runEvals(ctx context.Context, cfg config.Run, suites []eval.Suite, endpoint string, conn transport.Conn, clock *timescale.Clock) eval.Report {
+	client := eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS)), Conn: conn, Clock: clock})
 	defer client.Close()
-	return eval.Run(ctx, client, suites, eval.Options{Concurrency: 1, Seed: cfg.Workload.Seed, Threshold: cfg.Evals.Threshold}), nil
+	return eval.Run(ctx, client, suites, eval.Options{Concurrency: 1, Seed: cfg.Workload.Seed, Threshold: cfg.Evals.Threshold})
 }
 
 // underLoad sends a share of each step's requests as tool-call evals, beside
@@ -61,7 +66,8 @@ type underLoad struct {
 	maxShare float64
 	ctx      context.Context
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	clock    *timescale.Clock
+	wg       *timescale.Group
 
 	mu      sync.Mutex
 	perStep map[int]int // eval requests sent per step
@@ -79,10 +85,11 @@ func newUnderLoad(cfg config.Run, endpoint string, conn transport.Conn, clock *t
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := clock.WithCancel(context.Background())
 	return &underLoad{
 		mixer: m, tally: eval.NewTally(), maxShare: cfg.Evals.ToolCallMaxShare, ctx: ctx, cancel: cancel, perStep: map[int]int{},
-		client: eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS)), Conn: conn}),
+		clock: clock, wg: clock.NewGroup(),
+		client: eval.NewClient(endpoint, cfg.Recipe.Model, eval.ClientOptions{Timeout: clock.Real(seconds(cfg.Evals.TimeoutS)), Conn: conn, Clock: clock}),
 	}, nil
 }
 
@@ -102,14 +109,12 @@ func (u *underLoad) sent(rec load.Record) {
 	u.perStep[rec.Step]++
 	u.mu.Unlock()
 	c := u.mixer.Next()
-	u.wg.Add(1)
-	go func() {
-		defer u.wg.Done()
+	u.wg.Go(func() {
 		res := eval.RunCase(u.ctx, u.client, c)
 		if res.Class != eval.ClassAborted {
 			u.tally.Add(rec.Step, res)
 		}
-	}()
+	})
 }
 
 // part is step i's bar part for tool calls under load.
@@ -119,14 +124,11 @@ func (u *underLoad) part(i int) []verdict.Part {
 
 // stop cancels eval requests still in flight (after grace) and waits for them.
 func (u *underLoad) stop(grace time.Duration) {
-	done := make(chan struct{})
-	go func() { u.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(grace):
-	}
+	gctx, stop := u.clock.WithTimeout(context.Background(), u.clock.Modelled(grace))
+	_ = u.wg.Wait(gctx)
+	stop()
 	u.cancel()
-	<-done
+	_ = u.wg.Wait(context.Background())
 	u.client.Close()
 }
 

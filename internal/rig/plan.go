@@ -104,7 +104,11 @@ func MakePlan(cfg config.Run) (Plan, error) {
 		p.Minutes += ph.Minutes
 	}
 	p.GPUMinutes = p.Minutes * float64(p.GPUs)
-	p.WallMinutes = p.Minutes / cfg.TimeScale
+	if cfg.TimeScale.Virtual() {
+		p.Notes = append(p.Notes, "time_scale: virtual: the run takes as long as its computation (seconds), not its modelled minutes")
+	} else {
+		p.WallMinutes = p.Minutes / float64(cfg.TimeScale)
+	}
 	p.Fits = p.Minutes <= cfg.Sweep.GPUWindowMin
 	if !p.Fits {
 		p.Notes = append(p.Notes, fmt.Sprintf("the worst case takes %.0f minutes, more than the %.0f-minute window: shorten steps or the ladder, or ask for a longer window", p.Minutes, cfg.Sweep.GPUWindowMin))

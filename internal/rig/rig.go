@@ -190,10 +190,26 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		}
 		r.logf("resuming %s after %d finished steps", r.dir.Path(), len(previous))
 	}
-	clock, err := timescale.NewAt(cfg.TimeScale, offset)
+	clock, err := newClock(cfg.TimeScale, offset)
 	if err != nil {
 		return report.Summary{}, err
 	}
+	clock.Run(func() { sum, err = r.on(ctx, cfg, clock, previous) })
+	return sum, err
+}
+
+// newClock is the run's clock, reading offset at its start (a resumed run
+// continues the timeline of the run it resumes).
+func newClock(s config.Scale, offset time.Duration) (*timescale.Clock, error) {
+	if s.Virtual() {
+		return timescale.NewVirtualAt(offset), nil
+	}
+	return timescale.NewAt(float64(s), offset)
+}
+
+// on carries out the run from its clock on: on a virtual clock every wait
+// from here is in modelled time.
+func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, previous []sweep.StepResult) (sum report.Summary, err error) {
 	// Credentials are read from the environment once, held in memory, and
 	// redacted from everything the run writes or prints.
 	acc, err := resolveAccess(cfg, nil)
@@ -202,9 +218,12 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	}
 	r.progress = acc.redact.Writer(r.progress)
 	r.notify.redacting(acc.redact)
-	endpoint, metrics, stopSim, err := Endpoint(cfg, r.progress)
+	endpoint, metrics, rt, stopSim, err := EndpointOn(cfg, r.progress, clock)
 	if err != nil {
 		return report.Summary{}, err
+	}
+	if rt != nil {
+		acc.endpoint.RoundTripper, acc.metrics.RoundTripper = rt, rt
 	}
 	defer stopSim()
 	sessions, err := BuildSessions(cfg.Workload)
@@ -330,10 +349,11 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 		r.skip(PhaseEvals, "no eval suites configured")
 	} else {
 		eerr := r.phase(PhaseEvals, func() (string, error) {
-			rep, err := RunEvals(ctx, cfg, endpoint, clock)
+			suites, err := Suites(cfg.Evals)
 			if err != nil {
 				return "", err
 			}
+			rep := runEvals(ctx, cfg, suites, endpoint, acc.endpoint, clock)
 			if werr := r.dir.WriteJSON("evals.json", rep); werr != nil {
 				return "", werr
 			}

@@ -70,7 +70,7 @@ func newSource(cfg config.Run, metrics []string, mapping signal.Mapping, acc acc
 		src.scraper = &signal.Scraper{Discover: k.Targets, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}
 		from = append(from, k.String())
 	case len(metrics) > 0:
-		src.scraper, src.fixed, src.probe = &signal.Scraper{Targets: metrics, Mapping: mapping, Client: acc.metrics.Client(probeTimeout)}, true, probeClient(acc)
+		src.scraper, src.fixed, src.probe = &signal.Scraper{Targets: metrics, Mapping: mapping, Client: acc.metrics.Client(probeTimeout), Sequential: cfg.TimeScale.Virtual()}, true, probeClient(acc)
 		from = append(from, fixedURLs(len(metrics)))
 	}
 	if p := rc.Prometheus; p != nil {

@@ -41,7 +41,7 @@ func Summarize(cfg config.Run, res sweep.Result) report.Summary {
 		Capacity:   res.Capacity,
 		StopReason: res.StopReason,
 		PostFlight: res.PostFlight,
-		TimeScale:  cfg.TimeScale,
+		TimeScale:  cfg.TimeScale.Wall(),
 		Mix:        &report.Mix{Heavy: cfg.Workload.Mix.Heavy, Light: cfg.Workload.Mix.Light},
 	}
 	var lastPass *sweep.StepResult

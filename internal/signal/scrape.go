@@ -34,6 +34,10 @@ type Scraper struct {
 	Discover func(ctx context.Context) ([]string, error)
 	Mapping  Mapping      // engine names to common names
 	Client   *http.Client // nil means http.DefaultClient; bound each scrape with ctx
+	// Sequential scrapes the targets one after another instead of at once:
+	// on a virtual clock, where goroutines must start on the clock and the
+	// in-memory targets answer without delay.
+	Sequential bool
 
 	mu    sync.Mutex
 	found []string // the targets of the last listing that worked
@@ -61,14 +65,10 @@ func (s *Scraper) Scrape(ctx context.Context, at time.Duration) (Sample, error) 
 	}
 	parts := make([]Sample, len(targets))
 	errs := make([]error, len(targets))
-	var wg sync.WaitGroup
-	for i, target := range targets {
-		wg.Go(func() {
-			parts[i] = NewSample(at)
-			errs[i] = s.scrapeOne(ctx, target, &parts[i])
-		})
-	}
-	wg.Wait()
+	s.each(len(targets), func(i int) {
+		parts[i] = NewSample(at)
+		errs[i] = s.scrapeOne(ctx, targets[i], &parts[i])
+	})
 	answered := 0
 	for i, target := range targets {
 		name := transport.URL(target) // a target's user info is never written
@@ -127,17 +127,28 @@ func (s *Scraper) Families(ctx context.Context) ([]map[string]*dto.MetricFamily,
 	}
 	out := make([]map[string]*dto.MetricFamily, len(targets))
 	errs := make([]error, len(targets))
+	s.each(len(targets), func(i int) {
+		out[i], errs[i] = s.fetch(ctx, targets[i])
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("%s: %w", transport.URL(targets[i]), errs[i])
+		}
+	})
+	return out, errors.Join(errs...)
+}
+
+// each runs f for 0..n-1, at once or (Sequential) in order.
+func (s *Scraper) each(n int, f func(i int)) {
+	if s.Sequential || n == 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
 	var wg sync.WaitGroup
-	for i, target := range targets {
-		wg.Go(func() {
-			out[i], errs[i] = s.fetch(ctx, target)
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("%s: %w", transport.URL(target), errs[i])
-			}
-		})
+	for i := range n {
+		wg.Go(func() { f(i) })
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
 }
 
 // fetch reads and parses one target's exposition.

@@ -245,7 +245,7 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		finish:    finishLength,
 		reply:     rep,
 		hashes:    scan.hashes,
-		notify:    make(chan struct{}, 1),
+		notify:    s.clock.NewSignal(),
 	}
 	if n := rep.tokens(); n > 0 && n <= maxTokens {
 		r.maxTokens, r.finish = n, rep.finish()
@@ -294,7 +294,7 @@ type response struct {
 
 func (s *Sim) newResponse(l *life, r *request) *response {
 	id := fmt.Sprintf("chatcmpl-%016x%016x", mix64(s.seed^r.id), mix64(r.id+0x5bd1e995))
-	created := time.Now().Unix()
+	created := s.clock.Time().Unix()
 	model, _ := json.Marshal(l.prof.Model)
 	head := fmt.Appendf(nil, `data: {"id":%q,"object":"chat.completion.chunk","created":%d,"model":%s,"choices":[{"index":0,"delta":{`, id, created, model)
 	return &response{model: l.prof.Model, id: id, created: created, head: head}
@@ -321,12 +321,12 @@ func (s *Sim) waitTokens(ctx context.Context, r *request, have int) (int, error)
 		if n := int(r.produced.Load()); n > have {
 			return n, nil
 		}
-		select {
-		case <-r.notify:
-		case <-ctx.Done():
+		i, err := s.clock.WaitFor(ctx, "sim answer tokens", -1, r.notify, r.life.stopped)
+		if err != nil {
 			s.abort(r)
-			return have, ctx.Err()
-		case <-r.life.stopped:
+			return have, err
+		}
+		if i == 1 && int(r.produced.Load()) <= have {
 			return have, errEngineDown
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/memnet"
 	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -96,8 +97,9 @@ type Cluster struct {
 	runOnce sync.Once
 	srvMu   sync.Mutex
 	srv     *http.Server
+	net     *memnet.Net
 	cancel  context.CancelFunc
-	done    chan struct{}
+	done    *timescale.Signal
 }
 
 // NewCluster builds the copies and the gateway. Nothing runs until Start or
@@ -113,7 +115,16 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("sim cluster: router %q: use %s, %s or %s", o.Router, RoundRobin, LeastLoaded, PrefixAffinity)
 	}
-	c := &Cluster{router: o.Router, aff: map[uint64]int{}}
+	c := &Cluster{router: o.Router, aff: map[uint64]int{}, net: o.Net}
+	if o.Clock == nil {
+		// One clock for every engine, so their modelled times agree.
+		clock, err := timescale.New(max(o.Scale, 0))
+		if err != nil {
+			return nil, fmt.Errorf("sim cluster: scale: %w", err)
+		}
+		o.Clock = clock
+	}
+	o.Net = nil // the copies are reached through the gateway, not served
 	for i := range o.Copies {
 		co := o.Options
 		co.Seed += uint64(i)
@@ -171,7 +182,7 @@ func (c *Cluster) prefillFirst(ctx context.Context, r *request) error {
 	p := c.prefill
 	pr := &request{
 		id: p.nextID.Add(1), prompt: r.prompt, maxTokens: 1, maxParam: 1,
-		finish: finishLength, hashes: r.hashes, notify: make(chan struct{}, 1),
+		finish: finishLength, hashes: r.hashes, notify: p.clock.NewSignal(),
 	}
 	if err := p.submit(p.life.Load(), pr); err != nil {
 		return err
@@ -201,36 +212,61 @@ func (c *Cluster) Run(ctx context.Context) error {
 	if !started {
 		return errors.New("sim cluster: already ran; make a new Cluster to run again")
 	}
-	var wg sync.WaitGroup
+	g := c.clock.NewGroup()
 	for _, s := range c.engines() {
 		s.life.Load().up.Store(true)
-		wg.Go(func() { _ = s.Run(ctx) })
+		g.Go(func() { _ = s.Run(ctx) })
 	}
-	wg.Wait()
-	return nil
+	return g.Wait(context.Background())
 }
 
 // Start runs the copies and serves the gateway on addr, returning its URL.
 func (c *Cluster) Start(addr string) (string, error) {
+	if c.net != nil {
+		return c.startMem()
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("sim cluster: listen on %s: %w; pick a free address such as 127.0.0.1:0", addr, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := c.clock.WithCancel(context.Background())
 	c.srvMu.Lock()
 	c.srv = &http.Server{Handler: c.handler, ReadHeaderTimeout: 30 * time.Second}
-	c.cancel, c.done = cancel, make(chan struct{})
+	c.cancel, c.done = cancel, c.clock.NewLatch()
 	srv, done := c.srv, c.done
 	c.srvMu.Unlock()
 	for _, s := range c.engines() {
 		s.life.Load().up.Store(true)
 	}
 	go func() {
-		defer close(done)
+		defer done.Close()
 		_ = c.Run(ctx)
 	}()
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + ln.Addr().String(), nil
+}
+
+// startMem serves the gateway on the in-memory network, the copies running
+// on the clock.
+func (c *Cluster) startMem() (string, error) {
+	ctx, cancel := c.clock.WithCancel(context.Background())
+	c.srvMu.Lock()
+	if c.done != nil {
+		c.srvMu.Unlock()
+		cancel()
+		return "", errors.New("sim cluster: already started; make a new Cluster to serve again")
+	}
+	c.cancel, c.done = cancel, c.clock.NewLatch()
+	done := c.done
+	c.srvMu.Unlock()
+	for _, s := range c.engines() {
+		s.life.Load().up.Store(true)
+	}
+	c.clock.Go(func() {
+		defer done.Close()
+		_ = c.Run(ctx)
+	})
+	return c.net.Serve(c.handler), nil
 }
 
 // Close stops the copies and the gateway.
@@ -241,11 +277,14 @@ func (c *Cluster) Close() error {
 	for _, s := range c.engines() {
 		_ = s.Close()
 	}
-	if srv == nil {
+	if done == nil {
 		return nil
 	}
 	cancel()
-	<-done
+	_, _ = c.clock.WaitFor(context.Background(), "sim cluster close", -1, done)
+	if srv == nil {
+		return nil
+	}
 	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
 	defer stop()
 	if err := srv.Shutdown(ctx); err != nil {
@@ -332,7 +371,7 @@ func (c *Cluster) pick(body []byte) int {
 }
 
 func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
+	start := c.clock.Time()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
@@ -343,7 +382,7 @@ func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
 	req := r.Clone(r.Context())
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))
-	gw := &gatewayWriter{ResponseWriter: w, code: http.StatusOK}
+	gw := &gatewayWriter{ResponseWriter: w, code: http.StatusOK, clock: c.clock}
 	c.copies[i].handler.ServeHTTP(gw, req)
 	if r.Context().Err() != nil && !gw.done {
 		gw.aborted = true
@@ -438,6 +477,7 @@ func pair(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name
 // the first token and the last write went out, and the tokens it carried.
 type gatewayWriter struct {
 	http.ResponseWriter
+	clock     *timescale.Clock
 	code      int
 	first     time.Time // first write with a token
 	last      time.Time
@@ -457,7 +497,7 @@ func (g *gatewayWriter) WriteHeader(code int) {
 var finishMember = []byte(`"finish_reason"`)
 
 func (g *gatewayWriter) Write(b []byte) (int, error) {
-	now := time.Now()
+	now := g.clock.Time()
 	if g.first.IsZero() {
 		g.first = now
 	}
@@ -555,7 +595,7 @@ func newGatewayMetrics(provider, model string) *gatewayMetrics {
 
 // observe records one request the gateway answered.
 func (g *gatewayMetrics) observe(clock *timescale.Clock, start time.Time, w *gatewayWriter) {
-	end := time.Now()
+	end := clock.Time()
 	errType := ""
 	switch {
 	case w.code >= 400:

@@ -69,10 +69,10 @@ func TestCacheCountersMoment(t *testing.T) {
 			}
 		}
 		// 600 tokens (150 blocks of 4) to warm the cache.
-		run(&request{id: 1, prompt: 600, maxTokens: 2, hashes: blockHashes(0, 150), notify: make(chan struct{}, 1)})
+		run(&request{id: 1, prompt: 600, maxTokens: 2, hashes: blockHashes(0, 150), notify: s.clock.NewSignal()})
 		// The same 600 and 1000 more: admitted with 600 hits, then its
 		// prefill takes four 256-token chunks of 35.6 ms each.
-		r2 := &request{id: 2, prompt: 1600, maxTokens: 2, hashes: append(blockHashes(0, 150), blockHashes(150, 250)...), notify: make(chan struct{}, 1)}
+		r2 := &request{id: 2, prompt: 1600, maxTokens: 2, hashes: append(blockHashes(0, 150), blockHashes(150, 250)...), notify: s.clock.NewSignal()}
 		if err := s.submit(s.life.Load(), r2); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/timescale"
 )
 
 // request is one chat completion inside the engine. The fields above the line
@@ -19,7 +21,7 @@ type request struct {
 	reply     *reply   // what the tokens say
 	hashes    []uint64 // full prompt blocks
 	arrival   time.Duration
-	notify    chan struct{} // buffered 1; poked when produced grows
+	notify    *timescale.Signal // poked when produced grows
 	life      *life         // the engine life it was submitted to
 	// kvReady says the prompt's KV arrived from a prefill engine: at first
 	// admission only the last prompt token is computed here.
@@ -90,31 +92,30 @@ func newEngine(s *Sim, l *life) *engine {
 // only then hands out its tokens. When the host falls behind, the modelled
 // clock keeps its own pace (so metrics stay exact) and the lag is reported.
 func (e *engine) run(ctx context.Context) (crashed bool) {
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
 	defer e.shutdown()
-	// sleep waits for wall time to reach modelled time at, or for a poke
+	clock := e.s.clock
+	// sleep waits for the clock to reach modelled time at, or for a poke
 	// when wakeable; it reports whether the engine must stop.
 	sleep := func(at time.Duration, wakeable bool) (stop, crash bool) {
-		var wake chan struct{}
+		var i int
+		var err error
 		if wakeable {
-			wake = e.l.wake
+			i, err = clock.WaitFor(ctx, "engine iteration", at, e.l.kill, e.l.wake)
+		} else {
+			i, err = clock.WaitFor(ctx, "engine iteration", at, e.l.kill)
 		}
-		d := time.Until(e.s.clock.Wall(at))
-		if d <= 0 {
-			return false, false
-		}
-		timer.Reset(d)
-		defer timer.Stop()
-		select {
-		case <-ctx.Done():
+		if err != nil {
 			return true, false
-		case <-e.l.kill:
-			return true, true
-		case <-timer.C:
-		case <-wake:
 		}
-		return false, false
+		return i == 0, i == 0
+	}
+	// idle waits for a poke; it reports whether the engine must stop.
+	idle := func() (stop, crash bool) {
+		i, err := clock.WaitFor(ctx, "engine idle", -1, e.l.kill, e.l.wake)
+		if err != nil {
+			return true, false
+		}
+		return i == 0, i == 0
 	}
 	for {
 		e.drain()
@@ -124,14 +125,10 @@ func (e *engine) run(ctx context.Context) (crashed bool) {
 			e.ratio = sglangInitRatio // SGLang resets new_token_ratio when idle
 			e.publish()
 			e.met.lag.Set(0)
-			select {
-			case <-ctx.Done():
-				return false
-			case <-e.l.kill:
-				return true
-			case <-e.l.wake:
-				continue
+			if stop, crash := idle(); stop {
+				return crash
 			}
+			continue
 		}
 		start := e.end
 		if len(e.running) == 0 && e.waiting[0].arrival > start {
@@ -158,12 +155,8 @@ func (e *engine) run(ctx context.Context) (crashed bool) {
 			}
 			// Nothing fits (a fault shrank the KV cache): wait for a change.
 			e.publish()
-			select {
-			case <-ctx.Done():
-				return false
-			case <-e.l.kill:
-				return true
-			case <-e.l.wake:
+			if stop, crash := idle(); stop {
+				return crash
 			}
 			if now := e.s.clock.Now(); now > e.end {
 				e.end = now
@@ -511,10 +504,7 @@ func (e *engine) apply(end time.Duration, fs *faultState) {
 			finished = true
 		}
 		r.produced.Store(int64(r.generated))
-		select {
-		case r.notify <- struct{}{}:
-		default:
-		}
+		r.notify.Poke()
 	}
 	m.generationTokens.Add(float64(generated))
 	if finished {

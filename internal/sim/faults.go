@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/timescale"
 )
 
 // Faults are the failures the simulator injects on demand, so a rehearsal
@@ -205,24 +207,22 @@ func (fs *faultState) refuse(seed, k uint64) bool {
 // armFaults starts the timer of a crash fault, if any. The crash waits for
 // gate (when not nil) to close, so the admin request that asked for it gets
 // its answer before connections drop.
-func (s *Sim) armFaults(fs *faultState, gate <-chan struct{}) {
+func (s *Sim) armFaults(fs *faultState, gate *timescale.Signal) {
 	if fs.f.Crash == nil {
 		return
 	}
-	ctx, cancel := context.WithCancel(s.closeCtx)
+	ctx, cancel := s.clock.WithCancel(s.closeCtx)
 	s.faultStop = cancel
-	go func() {
+	s.clock.Go(func() {
 		if gate != nil {
-			select {
-			case <-gate:
-			case <-ctx.Done():
+			if _, err := s.clock.WaitFor(ctx, "sim fault gate", -1, gate); err != nil {
 				return
 			}
 		}
 		if s.clock.SleepUntil(ctx, fs.crashAt) == nil {
 			s.crash(fs.crashEnd)
 		}
-	}()
+	})
 }
 
 // stopFaults cancels a pending crash timer.
@@ -240,7 +240,7 @@ func (s *Sim) stopFaults() {
 // restart with counters at zero). A crash already under way runs its course.
 func (s *Sim) SetFaults(f Faults) error { return s.setFaults(f, nil) }
 
-func (s *Sim) setFaults(f Faults, gate <-chan struct{}) error {
+func (s *Sim) setFaults(f Faults, gate *timescale.Signal) error {
 	fs, err := s.newFaultState(f, s.clock.Now())
 	if err != nil {
 		return err
@@ -255,12 +255,12 @@ func (s *Sim) setFaults(f Faults, gate <-chan struct{}) error {
 		if l.up.Load() && !s.down.Load() {
 			// A redeploy: back at once with the new identity, after the
 			// admin answer is out.
-			go func() {
+			s.clock.Go(func() {
 				if gate != nil {
-					<-gate
+					_, _ = s.clock.WaitFor(context.Background(), "sim fault gate", -1, gate)
 				}
 				s.crash(s.clock.Now())
-			}()
+			})
 		} else if !s.down.Load() {
 			s.life.Store(s.newLife(fs.profile)) // not running yet
 		}
@@ -287,8 +287,8 @@ func (s *Sim) admin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		f, err := ParseFaults(body)
-		gate := make(chan struct{})
-		defer close(gate)
+		gate := s.clock.NewLatch()
+		defer gate.Close()
 		if err == nil {
 			err = s.setFaults(f, gate)
 		}

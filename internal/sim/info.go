@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 )
 
 // The endpoints besides chat: /v1/models, /health and /tokenize.
@@ -40,7 +39,7 @@ func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
 		MaxModelLen int          `json:"max_model_len"`
 		Permission  []permission `json:"permission"`
 	}
-	now := time.Now().Unix()
+	now := s.clock.Time().Unix()
 	writeJSON(w, http.StatusOK, struct {
 		Object string `json:"object"`
 		Data   []card `json:"data"`

@@ -36,7 +36,7 @@ func TestPacingOnVirtualClock(t *testing.T) {
 				go func() { _ = s.Run(ctx); close(ran) }()
 				synctest.Wait()
 
-				r := &request{id: 1, prompt: tc.prompt, maxTokens: tc.maxTokens, notify: make(chan struct{}, 1)}
+				r := &request{id: 1, prompt: tc.prompt, maxTokens: tc.maxTokens, notify: s.clock.NewSignal()}
 				wall := time.Now()
 				if err := s.submit(s.life.Load(), r); err != nil {
 					t.Fatal(err)
@@ -71,9 +71,7 @@ func TestPacingOnVirtualClock(t *testing.T) {
 				}
 				cancel()
 				<-ran
-				select {
-				case <-s.stopped:
-				default:
+				if !s.stopped.IsSet() {
 					t.Error("Run returned without marking the engine stopped")
 				}
 			})

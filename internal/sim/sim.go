@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/memnet"
 	"github.com/headroom-bench/headroom/internal/timescale"
 )
 
@@ -216,6 +217,14 @@ type Options struct {
 	// simulator's creation. They can be replaced at run time through
 	// POST /admin/faults (see Faults).
 	Faults Faults
+	// Clock, when set, is the clock the engine runs on instead of one made
+	// from Scale: the run's own clock, so a virtual-clock run models the
+	// engine in the same modelled time as the load.
+	Clock *timescale.Clock
+	// Net, when set, is where Start serves instead of a TCP listener: the
+	// in-memory network of a virtual-clock run (Start's address is then
+	// ignored and the URL is a memnet one).
+	Net *memnet.Net
 }
 
 // Sim is one simulated engine and its HTTP gateway.
@@ -239,8 +248,9 @@ type Sim struct {
 	faultMu   sync.Mutex    // serialises fault changes
 	faultStop context.CancelFunc
 
-	stopped chan struct{} // closed when Run returns
+	stopped *timescale.Signal // latched when Run returns
 	runOnce sync.Once
+	net     *memnet.Net
 
 	// beforeSubmit, when set (a decode engine of a prefill/decode split),
 	// runs between a chat request's checks and its submission to the engine.
@@ -250,9 +260,9 @@ type Sim struct {
 	closeCancel context.CancelFunc
 
 	srvMu sync.Mutex
-	srv   *http.Server  // nil while crashed
-	addr  string        // the address Start listens on, kept for restarts
-	done  chan struct{} // closed when Run returns (Start only)
+	srv   *http.Server      // nil while crashed
+	addr  string            // the address Start listens on, kept for restarts
+	done  *timescale.Signal // latched when Run returns (Start only)
 }
 
 // life is one run of the engine, from start to crash or stop: its own queue,
@@ -265,13 +275,12 @@ type life struct {
 	mu       sync.Mutex
 	incoming []*request
 	aborts   []*request
-	wake     chan struct{}
+	wake     *timescale.Signal
 
-	up       atomic.Bool   // accepting requests
-	inflight atomic.Int64  // requests submitted and not yet done
-	stopped  chan struct{} // closed when this life's engine stops
-	kill     chan struct{} // closed to crash it
-	killOnce sync.Once
+	up       atomic.Bool       // accepting requests
+	inflight atomic.Int64      // requests submitted and not yet done
+	stopped  *timescale.Signal // latched when this life's engine stops
+	kill     *timescale.Signal // latched to crash it
 }
 
 func (s *Sim) newLife(p Profile) *life {
@@ -283,13 +292,13 @@ func (s *Sim) newLife(p Profile) *life {
 		born:    s.clock.Now(),
 		prof:    p,
 		met:     m,
-		wake:    make(chan struct{}, 1),
-		stopped: make(chan struct{}),
-		kill:    make(chan struct{}),
+		wake:    s.clock.NewSignal(),
+		stopped: s.clock.NewLatch(),
+		kill:    s.clock.NewLatch(),
 	}
 }
 
-func (l *life) crash() { l.killOnce.Do(func() { close(l.kill) }) }
+func (l *life) crash() { l.kill.Close() }
 
 // New validates the options and builds a simulator. Nothing runs until Start
 // or Run.
@@ -301,16 +310,20 @@ func New(opts Options) (*Sim, error) {
 	if err != nil {
 		return nil, err
 	}
-	clock, err := timescale.New(opts.Scale)
-	if err != nil {
-		return nil, fmt.Errorf("sim options: scale: %w", err)
+	clock := opts.Clock
+	if clock == nil {
+		c, err := timescale.New(opts.Scale)
+		if err != nil {
+			return nil, fmt.Errorf("sim options: scale: %w", err)
+		}
+		clock = c
 	}
 	flush := opts.FlushInterval
 	if flush == 0 {
 		flush = time.Millisecond
 	}
-	if flush < 0 {
-		flush = 0
+	if flush < 0 || clock.Virtual() {
+		flush = 0 // on a virtual clock every iteration's tokens go out at once
 	}
 	s := &Sim{
 		prof:     opts.Profile,
@@ -318,11 +331,12 @@ func New(opts Options) (*Sim, error) {
 		seed:     opts.Seed,
 		flush:    flush,
 		clock:    clock,
-		stopped:  make(chan struct{}),
+		stopped:  clock.NewLatch(),
+		net:      opts.Net,
 		crashReq: make(chan struct{}, 1),
 		words:    answerWords(opts.Seed),
 	}
-	s.closeCtx, s.closeCancel = context.WithCancel(context.Background())
+	s.closeCtx, s.closeCancel = clock.WithCancel(context.Background())
 	fs, err := s.newFaultState(opts.Faults, 0)
 	if err != nil {
 		return nil, fmt.Errorf("sim options: %w", err)
@@ -352,8 +366,8 @@ func (s *Sim) Run(ctx context.Context) error {
 	if !started {
 		return errors.New("sim: the engine already ran; make a new Sim to run another")
 	}
-	defer close(s.stopped)
-	ctx, cancel := context.WithCancel(ctx)
+	defer s.stopped.Close()
+	ctx, cancel := s.clock.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(s.closeCtx, cancel)
 	defer stop()
@@ -362,7 +376,7 @@ func (s *Sim) Run(ctx context.Context) error {
 		l.up.Store(true)
 		crashed := newEngine(s, l).run(ctx)
 		l.up.Store(false)
-		close(l.stopped)
+		l.stopped.Close()
 		if !crashed {
 			return nil
 		}
@@ -381,6 +395,9 @@ func (s *Sim) Run(ctx context.Context) error {
 // Start runs the engine and serves HTTP on addr (such as "127.0.0.1:0") and
 // returns the base URL, such as "http://127.0.0.1:40123".
 func (s *Sim) Start(addr string) (string, error) {
+	if s.net != nil {
+		return s.startMem()
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("sim: listen on %s: %w; pick a free address such as 127.0.0.1:0", addr, err)
@@ -393,23 +410,48 @@ func (s *Sim) Start(addr string) (string, error) {
 	}
 	s.addr = ln.Addr().String()
 	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
-	s.done = make(chan struct{})
+	s.done = s.clock.NewLatch()
 	srv, done := s.srv, s.done
 	s.srvMu.Unlock()
 
 	s.life.Load().up.Store(true) // accept requests before the engine goroutine is scheduled
 	go func() {
-		defer close(done)
+		defer done.Close()
 		_ = s.Run(s.closeCtx)
 	}()
 	go func() { _ = srv.Serve(ln) }()
 	return "http://" + s.addr, nil
 }
 
+// startMem serves on the in-memory network: the engine runs on the clock.
+func (s *Sim) startMem() (string, error) {
+	s.srvMu.Lock()
+	if s.done != nil {
+		s.srvMu.Unlock()
+		return "", errors.New("sim: already started; make a new Sim to serve again")
+	}
+	s.addr = s.net.Serve(s.handler)
+	s.done = s.clock.NewLatch()
+	done := s.done
+	s.srvMu.Unlock()
+	s.life.Load().up.Store(true)
+	s.clock.Go(func() {
+		defer done.Close()
+		_ = s.Run(s.closeCtx)
+	})
+	return s.addr, nil
+}
+
 // reopen listens again on the address Start used, after a crash.
 func (s *Sim) reopen() {
 	s.srvMu.Lock()
 	defer s.srvMu.Unlock()
+	if s.net != nil {
+		if s.closeCtx.Err() == nil {
+			s.net.Replace(s.addr, s.handler)
+		}
+		return
+	}
 	if s.addr == "" || s.srv != nil || s.closeCtx.Err() != nil {
 		return
 	}
@@ -436,6 +478,9 @@ func (s *Sim) crash(until time.Duration) {
 	s.down.Store(true)
 	s.life.Load().crash()
 	s.srvMu.Lock()
+	if s.net != nil && s.addr != "" {
+		s.net.Replace(s.addr, nil)
+	}
 	srv := s.srv
 	s.srv = nil
 	s.srvMu.Unlock()
@@ -454,7 +499,8 @@ func (s *Sim) Close() error {
 	if done == nil {
 		return nil
 	}
-	<-done // the engine is down, so every stream handler returns
+	// The engine is down, so every stream handler returns.
+	_, _ = s.clock.WaitFor(context.Background(), "sim close", -1, done)
 	s.srvMu.Lock()
 	srv := s.srv
 	s.srvMu.Unlock()
@@ -501,11 +547,6 @@ func (s *Sim) abort(r *request) {
 	l.poke()
 }
 
-func (l *life) poke() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
+func (l *life) poke() { l.wake.Poke() }
 
 var errEngineDown = errors.New("the simulated engine is not running")

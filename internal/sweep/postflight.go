@@ -48,7 +48,7 @@ func (r *Runner) awaitIdle(ctx context.Context, start time.Duration) PostFlight 
 			}
 			break
 		}
-		time.Sleep(c.Real(r.Plan.Scrape) / 5)
+		_ = c.Sleep(ctx, r.Plan.Scrape/5)
 	}
 	pf.WaitedS = (c.Now() - start).Seconds()
 	return pf
@@ -69,7 +69,7 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 	}
 	r.Load.Stop(grace)
 	// a fresh context: post-flight runs even when the sweep was interrupted
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Real(r.Plan.Drain)+time.Second)
+	pctx, cancel := c.WithTimeout(context.WithoutCancel(ctx), r.Plan.Drain+c.Modelled(time.Second))
 	defer cancel()
 	pf := r.awaitIdle(pctx, start)
 	if pf.Idle {

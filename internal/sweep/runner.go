@@ -96,6 +96,7 @@ type Runner struct {
 	samples       []signal.Sample
 	inFlight      []inFlightSample
 	warnings      []string
+	sampled       *timescale.Signal // poked when a sample lands
 }
 
 // Current is the step running now.
@@ -127,10 +128,15 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	if p.Scrape <= 0 || p.Window <= 0 || p.Step < p.Window {
 		return Result{}, errors.New("sweep plan: scrape, window and step times must be positive and step >= window")
 	}
-	sctx, stopScrape := context.WithCancel(ctx)
-	scrapeDone := make(chan struct{})
-	go func() { defer close(scrapeDone); r.scrapeLoop(sctx) }()
-	defer func() { stopScrape(); <-scrapeDone }()
+	c := r.Clock
+	r.sampled = c.NewSignal()
+	sctx, stopScrape := c.WithCancel(ctx)
+	scrapeDone := c.NewLatch()
+	c.Go(func() { defer scrapeDone.Close(); r.scrapeLoop(sctx) })
+	defer func() {
+		stopScrape()
+		_, _ = c.WaitFor(context.Background(), "sweep scrape loop", -1, scrapeDone)
+	}()
 
 	var res Result
 	var runErr error

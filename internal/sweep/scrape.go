@@ -51,6 +51,7 @@ func (r *Runner) scrapeLoop(ctx context.Context) {
 		}
 		r.samples = append(r.samples, s)
 		r.mu.Unlock()
+		r.sampled.Poke()
 		if r.OnSample != nil {
 			r.OnSample(s)
 		}
@@ -68,8 +69,9 @@ func appendOnce(xs []string, x string) []string {
 
 // awaitSample waits (bounded) until a sample at or after t has landed.
 func (r *Runner) awaitSample(ctx context.Context, t time.Duration) error {
-	deadline := time.Now().Add(r.Clock.Real(2*r.Plan.Scrape) + 2*time.Second)
-	for time.Now().Before(deadline) {
+	c := r.Clock
+	deadline := c.Now() + 2*r.Plan.Scrape + c.Modelled(2*time.Second)
+	for {
 		r.mu.Lock()
 		n := len(r.samples)
 		ok := n > 0 && r.samples[n-1].At >= t
@@ -77,10 +79,12 @@ func (r *Runner) awaitSample(ctx context.Context, t time.Duration) error {
 		if ok {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		i, err := c.WaitFor(ctx, "sweep sample", deadline, r.sampled)
+		if err != nil {
+			return err
+		}
+		if i < 0 {
+			break
 		}
 	}
 	r.mu.Lock()

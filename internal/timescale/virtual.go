@@ -77,6 +77,14 @@ func NewVirtual() *Clock {
 	return &Clock{scale: 1, start: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), v: &virtual{parked: map[*waiter]struct{}{}, idle: true}}
 }
 
+// NewVirtualAt returns a virtual clock that reads at: a resumed run
+// continues the timeline of the run it resumes.
+func NewVirtualAt(at time.Duration) *Clock {
+	c := NewVirtual()
+	c.v.now = max(at, 0)
+	return c
+}
+
 // Virtual reports whether c is a virtual clock.
 func (c *Clock) Virtual() bool { return c.v != nil }
 
