@@ -22,7 +22,7 @@ type request struct {
 	hashes    []uint64 // full prompt blocks
 	arrival   time.Duration
 	notify    *timescale.Signal // poked when produced grows
-	life      *life         // the engine life it was submitted to
+	life      *life             // the engine life it was submitted to
 	// kvReady says the prompt's KV arrived from a prefill engine: at first
 	// admission only the last prompt token is computed here.
 	kvReady bool
