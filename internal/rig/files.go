@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
@@ -34,6 +35,33 @@ func openFiles(d *report.Dir) (*files, error) {
 		return nil, err
 	}
 	return &f, nil
+}
+
+// versionFile is version.json, written as a run directory is opened: the
+// headroom build that writes the run, so a run killed before its summary
+// still says what made it. Resuming keeps the first build and adds its own.
+type versionFile struct {
+	Headroom string   `json:"headroom"`
+	Go       string   `json:"go"`
+	Records  int      `json:"records"`
+	Summary  int      `json:"summary"`
+	Resumed  []string `json:"resumed_by,omitempty"`
+}
+
+// stampVersion writes or extends version.json in d for this build.
+func stampVersion(d *report.Dir, version string) error {
+	if version == "" {
+		version = "unknown"
+	}
+	v := versionFile{Headroom: version, Go: runtime.Version(), Records: load.RecordVersion, Summary: report.SummaryVersion}
+	if b, err := os.ReadFile(d.File("version.json")); err == nil {
+		var prev versionFile
+		if json.Unmarshal(b, &prev) == nil && prev.Headroom != "" {
+			prev.Resumed = append(prev.Resumed, version)
+			v = prev
+		}
+	}
+	return d.WriteJSON("version.json", v)
 }
 
 func (f *files) flush() {
