@@ -123,7 +123,7 @@ given by flags. Nothing in the directory is changed.
 func reportCmd(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "report DIR",
-		Short: "Render a run directory: report.md, report.html (self-contained), report.json and junit.xml",
+		Short: "Render a run directory: report.md with its SVG charts, report.html (self-contained), report.json, junit.xml, steps.csv and records.csv",
 		Example: `  headroom report runs/sim-recipe-0/20261129T093000Z
   xdg-open runs/sim-recipe-0/20261129T093000Z/report.html`,
 		Args: cobra.ExactArgs(1),
@@ -135,8 +135,10 @@ func reportCmd(stdout io.Writer) *cobra.Command {
 			if err := report.Render(d); err != nil {
 				return err
 			}
-			for _, f := range []string{"report.md", "report.html", "report.json", "junit.xml"} {
-				fmt.Fprintln(stdout, d.File(f))
+			for _, f := range []string{"report.md", "report.html", "report.json", "junit.xml", "steps.csv", "records.csv"} {
+				if _, err := os.Stat(d.File(f)); err == nil { // records.csv only where records.jsonl is
+					fmt.Fprintln(stdout, d.File(f))
+				}
 			}
 			return nil
 		},
@@ -144,19 +146,33 @@ func reportCmd(stdout io.Writer) *cobra.Command {
 }
 
 func compareCmd(stdout io.Writer) *cobra.Command {
-	var htmlOut string
+	var (
+		htmlOut       string
+		asJSON, asCSV bool
+	)
 	cmd := &cobra.Command{
 		Use:   "compare DIR...",
 		Short: "Compare recipes across run directories: sessions at the bar, limited by, target, $/session-hour, $/M tokens",
 		Long: `compare lays out the runs of several recipes as one table, the way the
 reference report compares its recipes: GPUs, sessions at the bar with the
-interval, what limited it, whether the target held, $ per session-hour and per
-million tokens, and light-only and heavy-only capacity where those runs exist.
-Markdown goes to stdout; --html writes the page with charts of sessions per
-node and per dollar.`,
-		Example: `  headroom compare runs/recipe-0/* runs/recipe-1/* --html compare.html`,
-		Args:    cobra.MinimumNArgs(1),
+interval, what limited it, whether the target held, $ per session-hour with
+its interval and per million tokens, and light-only and heavy-only capacity
+where those runs (or a run's light and heavy ladders) exist. ★ marks the
+recipe that holds the target at the lowest $ per session-hour; when its
+interval overlaps the next holder's, no recipe is starred and the table says
+they are too close to call.
+
+Markdown goes to stdout, or JSON with --json, or CSV (one row per recipe)
+with --csv. --html writes the page with every recipe's P90 TTFT and P90
+interactivity curves overlaid and the sessions per node and per dollar.`,
+		Example: `  headroom compare runs/recipe-0/* runs/recipe-1/* --html compare.html
+  headroom compare --json runs/recipe-0/* runs/recipe-1/* | jq .best
+  headroom compare --csv runs/*/* > recipes.csv`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if asJSON && asCSV {
+				return fmt.Errorf("--json and --csv both choose what compare prints: give one of them")
+			}
 			var dirs []*report.Dir
 			for _, a := range args {
 				d, err := report.OpenDir(a)
@@ -165,20 +181,31 @@ node and per dollar.`,
 				}
 				dirs = append(dirs, d)
 			}
-			md, page, err := report.Compare(dirs)
+			c, err := report.CompareRuns(dirs)
 			if err != nil {
 				return err
 			}
-			if _, err := stdout.Write(md); err != nil {
+			out := c.Markdown()
+			switch {
+			case asJSON:
+				if out, err = c.JSON(); err != nil {
+					return err
+				}
+			case asCSV:
+				out = c.CSV()
+			}
+			if _, err := stdout.Write(out); err != nil {
 				return err
 			}
 			if htmlOut != "" {
-				return os.WriteFile(htmlOut, page, 0o644)
+				return os.WriteFile(htmlOut, c.HTML(), 0o644)
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&htmlOut, "html", "", "also write the comparison page (self-contained HTML) to this file")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON instead of Markdown")
+	cmd.Flags().BoolVar(&asCSV, "csv", false, "print the comparison as CSV, one row per recipe, instead of Markdown")
 	return cmd
 }
 

@@ -207,7 +207,7 @@ func TestRenderedComparisonIsLegible(t *testing.T) {
 	if err := os.WriteFile(p, page, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	img := screenshot(t, p, 1400)
+	img := screenshot(t, p, 4000) // the bars come after the table and the three overlays
 	// the bars of both charts: long runs of the curve colour
 	rows := 0
 	for y := 0; y < img.Bounds().Dy(); y++ {

@@ -99,15 +99,21 @@ func compareBars(rows []comparedRecipe, per func(Summary) float64, digits int) [
 	return out
 }
 
-func compareHTML(rows []comparedRecipe) []byte {
-	t := buildTable(rows)
+// HTML is the comparison page: the table, every recipe's curves overlaid
+// (the reference's figures 2 to 4) and sessions per node and per dollar
+// (its figure 5). It is self-contained: no script, nothing fetched.
+func (c Comparison) HTML() []byte {
+	rows := c.rows
 	var b strings.Builder
 	b.WriteString("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	b.WriteString("<title>headroom: recipes compared</title>\n<style>" + pageCSS + "</style>\n</head>\n<body>\n<main>\n")
 	b.WriteString("<h1>headroom: recipes compared</h1>\n")
 	fmt.Fprintf(&b, "<p class=\"sub\">%d recipe(s). Every number comes from the server's own metrics, judged the same way for each recipe.</p>\n", len(rows))
-	b.WriteString(`<table id="comparison"><thead><tr>`)
-	for i, h := range t.head {
+	if len(c.TooCloseToCall) > 1 {
+		fmt.Fprintf(&b, `<p class="barline" id="too-close" style="border-color:#9a6700"><strong>Too close to call:</strong> %s hold the target at $ per session-hour intervals that overlap; no recipe is starred.</p>`+"\n", esc(strings.Join(c.TooCloseToCall, " and ")))
+	}
+	b.WriteString(`<div class="scroll"><table id="comparison"><thead><tr>`)
+	for i, h := range c.tableHead() {
 		cls := ""
 		if i == 0 || i == 3 {
 			cls = ` class="l"`
@@ -115,39 +121,42 @@ func compareHTML(rows []comparedRecipe) []byte {
 		fmt.Fprintf(&b, "<th%s>%s</th>", cls, esc(h))
 	}
 	b.WriteString("</tr></thead><tbody>\n")
-	for i, r := range t.rows {
+	for i, r := range c.tableRows() {
 		style := ""
-		if i == t.best {
+		if c.Recipes[i].Best {
 			style = ` style="background:#dafbe1"`
 		}
 		fmt.Fprintf(&b, "<tr%s>", style)
-		for j, c := range r {
-			cell := esc(c)
+		for j, cell := range r {
+			h := esc(cell)
 			if j == 4 {
-				cell = targetBadge(c)
+				h = targetBadge(cell)
 			}
 			cls := ""
 			if j == 0 || j == 3 {
 				cls = ` class="l"`
 			}
-			fmt.Fprintf(&b, "<td%s>%s</td>", cls, cell)
+			fmt.Fprintf(&b, "<td%s>%s</td>", cls, h)
 		}
 		b.WriteString("</tr>\n")
 	}
-	b.WriteString("</tbody></table>\n<ul class=\"plain note\">\n")
-	for _, n := range t.notes {
+	b.WriteString("</tbody></table></div>\n<ul class=\"plain note\">\n")
+	for _, n := range c.Notes {
 		fmt.Fprintf(&b, "<li>%s</li>\n", codeSpans(esc(n)))
 	}
 	b.WriteString("</ul>\n")
 
+	for _, f := range overlayFigures(rows) {
+		writeFigure(&b, f)
+	}
 	perNode := compareBars(rows, func(s Summary) float64 { return float64(s.Recipe.Nodes) }, 1)
 	perDollar := compareBars(rows, func(s Summary) float64 { return s.Cost.USDPerHour / 100 }, 1)
-	b.WriteString(`<figure id="chart-per-node">` + "\n<h3>Concurrent sessions at the bar per node</h3>\n")
-	b.WriteString(hbarChart(perNode, "concurrent sessions at the bar per node", "Concurrent sessions at the bar per node"))
-	b.WriteString("<figcaption>Capacity divided by the recipe's nodes; the whisker is the 95% interval; an arrow means every step passed and the ceiling is higher.</figcaption>\n</figure>\n")
-	b.WriteString(`<figure id="chart-per-dollar">` + "\n<h3>Concurrent sessions at the bar per $100 an hour</h3>\n")
-	b.WriteString(hbarChart(perDollar, "concurrent sessions at the bar per $100 of GPU time an hour", "Concurrent sessions at the bar per $100 an hour"))
-	b.WriteString("<figcaption>Capacity divided by the recipe's hourly price, in hundreds of dollars: higher is more users for the money. It is 100 / ($ per session-hour).</figcaption>\n</figure>\n")
+	writeFigure(&b, figure{id: "chart-per-node", title: "Concurrent sessions at the bar per node",
+		svg:     hbarChart(perNode, "concurrent sessions at the bar per node", "Concurrent sessions at the bar per node"),
+		caption: "Capacity divided by the recipe's nodes; the whisker is the 95% interval; an arrow means every step passed and the ceiling is higher."})
+	writeFigure(&b, figure{id: "chart-per-dollar", title: "Concurrent sessions at the bar per $100 an hour",
+		svg:     hbarChart(perDollar, "concurrent sessions at the bar per $100 of GPU time an hour", "Concurrent sessions at the bar per $100 an hour"),
+		caption: "Capacity divided by the recipe's hourly price, in hundreds of dollars: higher is more users for the money. It is 100 / ($ per session-hour)."})
 	b.WriteString("<footer>Written by headroom compare. This page loads nothing from the network and runs no script.</footer>\n</main>\n</body>\n</html>\n")
 	return []byte(b.String())
 }

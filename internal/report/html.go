@@ -9,27 +9,32 @@ import (
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
-// pageCSS styles every page: readable at 1280 px, printable, no web fonts.
+// pageCSS styles every page: readable from 700 px to 1280 px wide,
+// printable, no web fonts. Tables scroll sideways inside their box when a
+// narrow window cannot hold them; the page itself never does.
 const pageCSS = `
 :root { color-scheme: light; }
 * { box-sizing: border-box; }
 body { margin: 0; background: #fff; color: #1f2328; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", "Liberation Sans", sans-serif;
   -webkit-print-color-adjust: exact; print-color-adjust: exact; }
 main { max-width: 1200px; margin: 0 auto; padding: 24px 20px 48px; }
-h1 { font-size: 30px; margin: 0 0 4px; line-height: 1.2; }
+h1 { font-size: 30px; margin: 0 0 4px; line-height: 1.2; overflow-wrap: anywhere; }
 h2 { font-size: 22px; margin: 36px 0 10px; padding-bottom: 4px; border-bottom: 2px solid #d0d7de; }
 h3 { font-size: 18px; margin: 0 0 4px; }
 .sub { color: #424a53; margin: 0 0 18px; }
-.cards { display: grid; grid-template-columns: 1.35fr 1.1fr 1.25fr 1fr 1fr; gap: 12px; margin: 8px 0 14px; }
-.card { border: 1px solid #8c959f; border-radius: 8px; padding: 10px 14px; background: #f6f8fa; }
+.cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px; margin: 8px 0 14px; }
+.card { border: 1px solid #8c959f; border-radius: 8px; padding: 10px 14px; background: #f6f8fa; min-width: 0; }
 .card .k { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: #424a53; font-weight: 600; }
 .card .v { font-size: 26px; font-weight: 700; line-height: 1.25; }
 .card .d { font-size: 14px; color: #424a53; }
 .barline { background: #f6f8fa; border-left: 5px solid #1a7f37; padding: 8px 12px; margin: 0 0 8px; }
-figure { margin: 22px 0 0; break-inside: avoid; page-break-inside: avoid; }
+figure { margin: 22px 0 0; break-inside: avoid; page-break-inside: avoid; min-width: 0; }
+figure .chart { overflow-x: auto; }
 figure svg { display: block; width: 100%; height: auto; border: 1px solid #d0d7de; border-radius: 6px; background: #fff; }
 figcaption { font-size: 15px; color: #424a53; margin-top: 6px; }
-table { border-collapse: collapse; width: 100%; font-size: 15px; margin: 6px 0; }
+.pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(440px, 1fr)); gap: 0 18px; }
+.scroll { overflow-x: auto; margin: 6px 0; }
+table { border-collapse: collapse; width: 100%; font-size: 15px; margin: 0; }
 th, td { border: 1px solid #d0d7de; padding: 5px 8px; text-align: right; vertical-align: top; }
 th { background: #eaeef2; text-align: center; }
 td.l, th.l { text-align: left; }
@@ -41,14 +46,29 @@ tr { break-inside: avoid; }
 .v-no_data { background: #eaeef2; color: #32383f; border-color: #6e7781; }
 .v-none { background: #fff; color: #424a53; border-color: #8c959f; }
 ul.plain { padding-left: 22px; }
-.warn li { margin: 2px 0; }
+.warn li { margin: 2px 0; overflow-wrap: anywhere; }
 .note { color: #424a53; font-size: 15px; }
-code { font-size: 14px; background: #f6f8fa; padding: 0 4px; border-radius: 4px; }
+dl.fields { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 4px 18px; margin: 8px 0; }
+dl.fields dt { font-weight: 600; color: #424a53; }
+dl.fields dd { margin: 0; overflow-wrap: anywhere; }
+code { font-size: 14px; background: #f6f8fa; padding: 0 4px; border-radius: 4px; overflow-wrap: anywhere; }
 footer { margin-top: 36px; color: #57606a; font-size: 13px; }
+@media (max-width: 760px) {
+  main { padding: 16px 12px 40px; }
+  h1 { font-size: 24px; }
+  h2 { font-size: 20px; }
+  .card .v { font-size: 22px; }
+  .pair { grid-template-columns: minmax(0, 1fr); }
+  figure svg { min-width: 640px; }
+  table { font-size: 14px; }
+  dl.fields { grid-template-columns: minmax(0, 1fr); gap: 0; }
+  dl.fields dd { margin-bottom: 6px; }
+}
 @media print {
   main { max-width: none; padding: 0; }
   body { font-size: 11pt; }
   h2 { break-after: avoid; }
+  figure svg { min-width: 0; }
 }
 `
 
@@ -64,7 +84,13 @@ func verdictBadge(v verdict.Verdict) string {
 
 // HTML renders report.html: one self-contained page (inline SVG and CSS, no
 // script, nothing fetched) with the headline, the charts and the tables.
-func HTML(r Run) []byte {
+func HTML(r Run) []byte { return page(r, runFigures(r)) }
+
+func writeFigure(b *strings.Builder, f figure) {
+	fmt.Fprintf(b, "<figure id=\"%s\">\n<h3>%s</h3>\n<div class=\"chart\">%s</div><figcaption>%s</figcaption>\n</figure>\n", f.id, esc(f.title), f.svg, esc(f.caption))
+}
+
+func page(r Run, figs figureSet) []byte {
 	s := r.Summary
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
@@ -104,28 +130,41 @@ func HTML(r Run) []byte {
 		w(" <strong>Note:</strong> %s.", esc(strings.TrimSuffix(s.Capacity.Note, ".")))
 	}
 	w("</p>\n")
-
-	// the bar's parts against sessions
-	w("<h2>The bar against concurrent sessions</h2>\n")
-	captions := map[string]string{
-		"ttft":          "Lower is better. Green band: values within the bar. Each mark is a step's P90 from the server's histogram, shaped and coloured by this part's verdict; the whisker is its 95% interval; ▲ is where the line leaves the bar; the blue dashed line and shade are the run's capacity and its interval.",
-		"interactivity": "Higher is better: the tokens per second per user that 90% of streams beat. Green band: values within the bar.",
-		"errors":        "Share of turns that failed, counting the turns a failed conversation never sent. Green band: below the bar.",
+	if len(s.Mixes) > 0 {
+		w("<h2>Capacity on each mix</h2>\n")
+		writeMixTable(&b, s, true)
 	}
-	for _, m := range stepMetrics(s) {
-		w(`<figure id="chart-%s">`+"\n<h3>%s against concurrent sessions</h3>\n%s<figcaption>%s</figcaption>\n</figure>\n",
-			m.id, esc(m.title), stepChart(s, m), esc(captions[m.id]))
+
+	w("<h2>The bar against concurrent sessions</h2>\n")
+	for _, f := range figs.bar {
+		writeFigure(&b, f)
+	}
+	if len(figs.mixes) > 0 {
+		w("<h2>Each mix's ladder</h2>\n<p class=\"note\">The same chart for each mix the run swept, side by side, as the reference report sets its light-only figure beside today's mix.</p>\n<div class=\"pair\">\n")
+		for _, f := range figs.mixes {
+			writeFigure(&b, f)
+		}
+		w("</div>\n")
+	}
+	if len(figs.tiers) > 0 {
+		w("<h2>Requests in flight per session, by tier</h2>\n")
+		if line := tierFinding(r.Tiers); line != "" {
+			w(`<p id="tier-finding">%s</p>`+"\n", esc(line))
+		}
+		for _, f := range figs.tiers {
+			writeFigure(&b, f)
+		}
+		writeTierTable(&b, r.Tiers, true)
 	}
 
 	w("<h2>The engine over time</h2>\n")
-	b.WriteString(`<figure id="chart-kv">` + "\n<h3>KV cache use over time</h3>\n" + kvChart(r) +
-		"<figcaption>Share of the KV cache in use at each scrape. A cache that stays full means requests queue or get preempted: the sweep stops there.</figcaption>\n</figure>\n")
-	b.WriteString(`<figure id="chart-queue">` + "\n<h3>Requests running and waiting over time</h3>\n" + queueChart(r) +
-		"<figcaption>Requests the engine is running (solid) and holding in its queue (dashed). A waiting line that keeps growing within a step means the step is past what the engine can serve.</figcaption>\n</figure>\n")
+	for _, f := range figs.engine {
+		writeFigure(&b, f)
+	}
 
 	// verdicts
 	w("<h2>Verdicts per step</h2>\n")
-	b.WriteString(`<table id="verdicts"><thead><tr><th>sessions</th><th class="l">verdict</th><th>P90 TTFT s (95% interval)</th><th>P90 tokens/s per user (95% interval)</th><th>errors % (95% interval)</th><th>turns</th><th>in flight per session</th><th>cache hit</th><th class="l">why</th></tr></thead><tbody>` + "\n")
+	b.WriteString(`<div class="scroll"><table id="verdicts"><thead><tr><th>sessions</th><th class="l">verdict</th><th>P90 TTFT s (95% interval)</th><th>P90 tokens/s per user (95% interval)</th><th>errors % (95% interval)</th><th>turns</th><th>in flight per session</th><th>cache hit</th><th class="l">why</th></tr></thead><tbody>` + "\n")
 	for _, st := range s.Steps {
 		hit := esc(st.CacheHit())
 		why := "within the bar"
@@ -140,7 +179,7 @@ func HTML(r Run) []byte {
 			st.Sessions, verdictBadge(st.Verdict), esc(fmtCI(st.TTFTP90, 2, 1)), esc(fmtCI(st.InteractivityP90, 1, 1)), esc(fmtCI(st.ErrorRate, 2, 100)),
 			st.Load.Planned, st.Load.InFlightPerSession, hit, esc(why))
 	}
-	w("</tbody></table>\n")
+	w("</tbody></table></div>\n")
 
 	w("<h2>Missing signals</h2>\n")
 	if len(s.Missing) == 0 {
@@ -154,51 +193,182 @@ func HTML(r Run) []byte {
 	}
 
 	w("<h2>Warnings and client-side cross-checks</h2>\n")
-	if s.Error != "" {
-		w(`<p id="run-error" class="warn"><b>The run ended in an error:</b> %s</p>`+"\n", esc(s.Error))
-	}
-	if len(s.Warnings) == 0 {
+	if ws := warningsOf(r); len(ws) == 0 {
 		w(`<p id="warnings">No warnings.</p>` + "\n")
 	} else {
 		w(`<ul id="warnings" class="plain warn">`)
-		for _, x := range s.Warnings {
+		for _, x := range ws {
 			w("<li>%s</li>", esc(x))
 		}
 		w("</ul>\n")
 	}
+	if s.OverContext != nil {
+		w(`<p class="note">Turns over the served context:</p><ul id="over-context" class="plain warn">`)
+		for _, l := range s.OverContext.Lines() {
+			w("<li>%s</li>", esc(l))
+		}
+		w("</ul>\n")
+	}
 	w(`<p class="note">What the client saw, kept only to cross-check the server; the verdicts above use the server's numbers.</p>` + "\n")
-	w(`<table id="crosschecks"><thead><tr><th>sessions</th><th>turns sent</th><th>errors seen by the client</th><th>client P90 TTFT s</th><th>server P90 TTFT s</th><th>prompt tokens served vs planned</th></tr></thead><tbody>` + "\n")
+	w(`<div class="scroll"><table id="crosschecks"><thead><tr><th>sessions</th><th>turns sent</th><th>errors seen by the client</th><th>client P90 TTFT s</th><th>server P90 TTFT s</th><th>prompt tokens served vs planned</th></tr></thead><tbody>` + "\n")
 	for _, st := range s.Steps {
 		w("<tr><td>%d</td><td>%d</td><td>%d</td><td>%.2f</td><td>%s</td><td>%+.2f%%</td></tr>\n",
 			st.Sessions, st.Load.Sent, st.Load.ClientErrors, st.Load.ClientTTFTP90, esc(num2(st.TTFTP90.Center)), st.Load.PromptDrift*100)
 	}
-	w("</tbody></table>\n")
+	w("</tbody></table></div>\n")
 
 	w("<h2>Parts of each verdict</h2>\n")
-	b.WriteString(`<table id="parts"><thead><tr><th>sessions</th><th class="l">part</th><th class="l">verdict</th><th>value</th><th>95% interval</th><th>bar</th><th>margin</th><th class="l">source</th></tr></thead><tbody>` + "\n")
+	b.WriteString(`<div class="scroll"><table id="parts"><thead><tr><th>sessions</th><th class="l">part</th><th class="l">verdict</th><th>value</th><th>95% interval</th><th>bar</th><th>margin</th><th class="l">source</th></tr></thead><tbody>` + "\n")
 	for _, st := range s.Steps {
 		for _, p := range st.Parts {
-			w("<tr><td>%d</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%s</td><td>%s–%s</td><td>%s</td><td>%s</td><td class=\"l\">%s</td></tr>\n",
-				st.Sessions, esc(p.Name), verdictBadge(p.Verdict), num(p.Value.Center), num(p.Value.Lo), num(p.Value.Hi), num(p.Bar), signed(p.Margin), esc(p.Source))
+			w("<tr><td>%d</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td class=\"l\">%s</td></tr>\n",
+				st.Sessions, esc(p.Name), verdictBadge(p.Verdict), esc(partValue(p)), esc(partInterval(p)), esc(partBar(p)), esc(partMargin(p)), esc(p.Source))
 		}
 	}
-	w("</tbody></table>\n")
+	w("</tbody></table></div>\n")
 
-	w("<h2>Run</h2>\n<ul class=\"plain\">\n")
-	w("<li>stopped: %s</li>\n", esc(orDash(s.StopReason)))
-	w("<li>post-flight: idle %v after %.0f s", s.PostFlight.Idle, s.PostFlight.WaitedS)
-	if s.PostFlight.Detail != "" {
-		w(" (%s)", esc(s.PostFlight.Detail))
+	w("<h2>Run</h2>\n<dl class=\"fields\" id=\"run\">\n")
+	for _, f := range runFields(s) {
+		w("<dt>%s</dt><dd>%s</dd>\n", esc(f.label), f.html)
 	}
-	w("</li>\n<li>%.0f s of wall time at time scale %g</li>\n", s.WallS, s.TimeScale)
-	w("<li>endpoint: <code>%s</code></li>\n<li>run directory: <code>%s</code></li>\n", esc(s.Recipe.Endpoint), esc(s.RunDir))
-	for _, k := range sortedKeys(s.Versions) {
-		w("<li>%s: <code>%s</code></li>\n", esc(k), esc(s.Versions[k]))
-	}
-	w("</ul>\n")
-	w("<footer>Written by headroom from summary.json and metrics.jsonl. This page loads nothing from the network and runs no script.</footer>\n")
+	w("</dl>\n")
+	w("<footer>Written by headroom from summary.json, metrics.jsonl and records.jsonl. This page loads nothing from the network and runs no script.</footer>\n")
 	w("</main>\n</body>\n</html>\n")
 	return []byte(b.String())
+}
+
+// field is one labelled line of the run section.
+type field struct {
+	label, text, html string
+}
+
+// runFields are the run section's fields, each with its label, as text
+// (report.md) and HTML.
+func runFields(s Summary) []field {
+	var out []field
+	add := func(label, text string, code bool) {
+		h := esc(text)
+		if code {
+			h = "<code>" + h + "</code>"
+		}
+		out = append(out, field{label, text, h})
+	}
+	add("Stopped", orDash(s.StopReason), false)
+	pf := fmt.Sprintf("idle %v after %.0f s", s.PostFlight.Idle, s.PostFlight.WaitedS)
+	if s.PostFlight.Detail != "" {
+		pf += " (" + s.PostFlight.Detail + ")"
+	}
+	add("Post-flight", pf, false)
+	add("Started", orDash(s.Started), false)
+	add("Wall time", fmt.Sprintf("%.0f s", s.WallS), false)
+	add("Time scale", fmt.Sprintf("%g (modelled seconds per wall second)", s.TimeScale), false)
+	add("Endpoint", orDash(s.Recipe.Endpoint), true)
+	add("Model", orDash(s.Recipe.Model), true)
+	add("Run directory", orDash(s.RunDir), true)
+	for _, p := range s.Phases {
+		d := p.Status + fmt.Sprintf(" in %.1f s", p.TookS)
+		if p.Detail != "" {
+			d += ": " + p.Detail
+		}
+		add("Phase: "+p.Name, d, false)
+	}
+	for _, k := range sortedKeys(s.Versions) {
+		add("Version: "+k, s.Versions[k], true)
+	}
+	if s.Error != "" {
+		add("Error", s.Error, false)
+	}
+	return out
+}
+
+// writeMixTable is the capacity of each mix a run swept, as HTML or Markdown.
+func writeMixTable(b *strings.Builder, s Summary, html bool) {
+	type row struct {
+		label string
+		c     sweep.Capacity
+		steps []Step
+		t     *sweep.TargetVerdict
+	}
+	rows := []row{{s.mainMixLabel(), s.Capacity, s.Steps, s.Target}}
+	for _, m := range s.Mixes {
+		rows = append(rows, row{m.Label(), m.Capacity, m.Steps, m.Target})
+	}
+	head := []string{"mix", "capacity at the bar (95% interval)", "limited by", "target", "steps run"}
+	if html {
+		b.WriteString(`<div class="scroll"><table id="mixes"><thead><tr>`)
+		for i, h := range head {
+			cls := ""
+			if i == 0 || i == 2 {
+				cls = ` class="l"`
+			}
+			fmt.Fprintf(b, "<th%s>%s</th>", cls, esc(h))
+		}
+		b.WriteString("</tr></thead><tbody>\n")
+	} else {
+		b.WriteString("| " + strings.Join(head, " | ") + " |\n|---|---|---|---|---|\n")
+	}
+	for _, r := range rows {
+		capV, capD := capacityWords(r.c)
+		target := "–"
+		if r.t != nil {
+			target = fmt.Sprintf("%d sessions: %s", r.t.Sessions, verdictWords(r.t.Verdict))
+		}
+		var ss []string
+		for _, st := range r.steps {
+			ss = append(ss, fmt.Sprint(st.Sessions))
+		}
+		cells := []string{r.label, capV + " (" + capD + ")", limitedBy(r.c.LimitedBy), target, strings.Join(ss, ", ")}
+		if html {
+			fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td>%s</td><td class=\"l\">%s</td><td>%s</td><td>%s</td></tr>\n", esc(cells[0]), esc(cells[1]), esc(cells[2]), esc(cells[3]), esc(cells[4]))
+		} else {
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		}
+	}
+	if html {
+		b.WriteString("</tbody></table></div>\n")
+	}
+}
+
+// writeTierTable is each step's requests in flight per session by tier.
+func writeTierTable(b *strings.Builder, ts []StepTiers, html bool) {
+	names := tierNames(ts)
+	head := []string{"sessions"}
+	for _, n := range names {
+		head = append(head, n+" sessions", n+" requests (subagent)", n+" in flight per session")
+	}
+	if html {
+		b.WriteString(`<div class="scroll"><table id="tiers"><thead><tr>`)
+		for _, h := range head {
+			fmt.Fprintf(b, "<th>%s</th>", esc(h))
+		}
+		b.WriteString("</tr></thead><tbody>\n")
+	} else {
+		b.WriteString("| " + strings.Join(head, " | ") + " |\n|" + strings.Repeat("---|", len(head)) + "\n")
+	}
+	for _, st := range ts {
+		cells := []string{fmt.Sprint(st.Sessions)}
+		for _, n := range names {
+			c := []string{"0", "0", "–"}
+			for _, t := range st.Tiers {
+				if t.Tier == n {
+					c = []string{fmt.Sprint(t.Sessions), fmt.Sprintf("%d (%d)", t.Requests, t.SubagentRequests), num2(t.InFlightPerSession)}
+				}
+			}
+			cells = append(cells, c...)
+		}
+		if html {
+			b.WriteString("<tr>")
+			for _, c := range cells {
+				fmt.Fprintf(b, "<td>%s</td>", esc(c))
+			}
+			b.WriteString("</tr>\n")
+		} else {
+			b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+		}
+	}
+	if html {
+		b.WriteString("</tbody></table></div>\n")
+	}
 }
 
 func card(b *strings.Builder, key, value, detail string) {
@@ -288,11 +458,4 @@ func num2(v float64) string {
 		return "no data"
 	}
 	return fmt.Sprintf("%.2f", v)
-}
-
-func signed(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return num(v)
-	}
-	return fmt.Sprintf("%+.4g", v)
 }

@@ -63,8 +63,17 @@ type JUnitSkipped struct {
 	Message string `xml:"message,attr"`
 }
 
-// JUnit renders junit.xml. Each step's time is its judged time in modelled
-// seconds.
+// JUnit renders junit.xml: a case for each part of each run of each step
+// (named by sessions, run and part, so every name is unique, a repeat's
+// included), and one for the target. Each case's time is its step's judged
+// time in modelled seconds.
+//
+// The target case is the run's verdict. A part that missed at a step above
+// the capacity was expected to miss: that is where the sweep found the
+// ceiling, and it is a passing case that says so. A miss at or below the
+// capacity is a failure, unless the target held: the capacity interval,
+// which counts the steps above it that held, already settled it, and a run
+// whose target held has no failures.
 func JUnit(s Summary) ([]byte, error) {
 	class := "headroom." + strings.ReplaceAll(s.Recipe.Name, ".", "_")
 	suite := JUnitSuite{
@@ -73,37 +82,58 @@ func JUnit(s Summary) ([]byte, error) {
 		Properties: []JUnitProperty{
 			{"bar.ttft_p90_s", fmt.Sprint(s.Bar.TTFTP90)},
 			{"bar.interactivity_p90_tps", fmt.Sprint(s.Bar.InteractivityP90)},
-			{"bar.error_rate", fmt.Sprint(s.Bar.ErrorRate)},
+			{"bar.errors_below_pct", num(s.Bar.ErrorRate * 100)},
 			{"capacity", s.Capacity.String()},
 			{"cost", costLine(s.Cost)},
 			{"run_dir", s.RunDir},
 		},
 	}
+	held := s.Target != nil && s.Target.Verdict == verdict.Pass
+	c := s.Capacity
+	above := func(sessions int) bool {
+		return !c.AtLeast && (c.BelowFirst || c.Sessions > 0 && float64(sessions) > c.Sessions)
+	}
+	runs := map[int]int{}
 	for _, st := range s.Steps {
-		c := JUnitCase{
-			Name:      fmt.Sprintf("%d sessions hold the bar", st.Sessions),
-			ClassName: class + ".steps",
-			Time:      junitTime(st.EndS - st.MeasureStartS),
+		runs[st.Sessions]++
+		run := runs[st.Sessions]
+		runWords := fmt.Sprintf("run %d", run)
+		if run > 1 {
+			runWords += fmt.Sprintf(" (judged on all %d runs pooled)", run)
 		}
-		var lines []string
-		for _, p := range st.Parts {
-			lines = append(lines, fmt.Sprintf("%s: %s, %s, bar %g, source %s", p.Name, p.Verdict, p.Value, p.Bar, p.Source))
-		}
+		var common []string
 		for _, m := range st.Missing {
-			lines = append(lines, "missing signal: "+m)
+			common = append(common, "missing signal: "+m)
 		}
 		for _, w := range st.AllWarnings() {
-			lines = append(lines, "warning: "+w)
+			common = append(common, "warning: "+w)
 		}
-		detail := strings.Join(lines, "\n")
-		if st.Verdict != verdict.Pass {
-			c.Failure = &JUnitFailure{Type: string(st.Verdict), Message: stepMessage(st), Text: detail}
-			suite.Failures++
-		} else {
-			c.SystemOut = detail
+		parts := st.Parts
+		if len(parts) == 0 { // a step judged without parts still gets its case
+			parts = []verdict.Part{{Name: "step", Verdict: st.Verdict}}
 		}
-		suite.Time += c.Time
-		suite.Cases = append(suite.Cases, c)
+		for _, p := range parts {
+			tc := JUnitCase{
+				Name:      fmt.Sprintf("%d sessions, %s: %s within the bar", st.Sessions, runWords, p.Name),
+				ClassName: fmt.Sprintf("%s.steps.%d_sessions", class, st.Sessions),
+				Time:      junitTime(st.EndS - st.MeasureStartS),
+			}
+			detail := strings.Join(append([]string{partLine(p)}, common...), "\n")
+			msg := fmt.Sprintf("%d sessions, %s: %s", st.Sessions, runWords, partLine(p))
+			switch {
+			case p.Verdict == verdict.Pass:
+				tc.SystemOut = detail
+			case above(st.Sessions):
+				tc.SystemOut = fmt.Sprintf("expected: %d sessions is above the capacity (%s), where the sweep found the ceiling\n%s", st.Sessions, c, detail)
+			case held:
+				tc.SystemOut = fmt.Sprintf("not a failure: the target of %d sessions held (capacity %s), which counts the steps above this one that held\n%s", s.Target.Sessions, c, detail)
+			default:
+				tc.Failure = &JUnitFailure{Type: string(p.Verdict), Message: msg, Text: detail}
+				suite.Failures++
+			}
+			suite.Time += tc.Time
+			suite.Cases = append(suite.Cases, tc)
+		}
 	}
 	tc := JUnitCase{ClassName: class + ".target"}
 	if s.Target == nil {

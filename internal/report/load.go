@@ -27,6 +27,9 @@ type Run struct {
 	// Partial is set when summary.json was missing and the summary was
 	// rebuilt from steps.jsonl and config.yaml (a run that was killed).
 	Partial bool `json:"partial,omitempty"`
+	// Tiers is each step's load by tier from records.jsonl: requests in
+	// flight per session; empty when the run directory has no records.
+	Tiers []StepTiers `json:"tiers,omitempty"`
 }
 
 // GaugePoint is one scrape's gauges. A gauge the scrape lacked is null.
@@ -99,7 +102,8 @@ func LoadRun(d *Dir) (Run, error) {
 	if err != nil {
 		return r, err
 	}
-	return r, nil
+	r.Tiers, err = readTiers(d, r.Summary.Steps)
+	return r, err
 }
 
 // loadSummary is LoadRun without the time series, for comparisons.

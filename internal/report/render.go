@@ -4,30 +4,46 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
+
+	"github.com/headroom-bench/headroom/internal/sweep"
 )
 
 // ReportVersion is the version of report.json.
 const ReportVersion = 1
 
-// Render reads a run directory and writes its four renderings next to the
-// data: report.md, report.json (the summary and the gauges over time),
-// junit.xml and the self-contained report.html. It sends no load and can be
-// run again at any time.
+// Render reads a run directory and writes its renderings next to the data:
+// report.md with its charts as SVG files beside it, report.json (the
+// summary, the gauges over time and the load by tier), junit.xml, the
+// self-contained report.html, and steps.csv and records.csv for
+// spreadsheets. It sends no load and can be run again at any time.
 func Render(d *Dir) error {
 	r, err := LoadRun(d)
 	if err != nil {
 		return err
 	}
-	return RenderRun(d, r)
+	if err := RenderRun(d, r); err != nil {
+		return err
+	}
+	if err := writeRecordsCSV(d); err != nil {
+		return fmt.Errorf("write records.csv: %w", err)
+	}
+	return nil
 }
 
 // RenderRun writes the renderings of a run already in memory, e.g. the run
-// that just finished.
+// that just finished; records.csv is written by Render, from the file.
 func RenderRun(d *Dir, r Run) error {
 	if r.Summary.RunDir == "" {
 		r.Summary.RunDir = d.Path()
 	}
-	if err := d.WriteFile("report.md", Markdown(r.Summary)); err != nil {
+	figs := runFigures(r)
+	for _, f := range figs.all() {
+		if err := d.WriteFile(f.file, []byte(f.svg)); err != nil {
+			return fmt.Errorf("write %s: %w", f.file, err)
+		}
+	}
+	if err := d.WriteFile("report.md", markdown(r, figs)); err != nil {
 		return fmt.Errorf("write report.md: %w", err)
 	}
 	js, err := ReportJSON(r)
@@ -44,7 +60,10 @@ func RenderRun(d *Dir, r Run) error {
 	if err := d.WriteFile("junit.xml", ju); err != nil {
 		return fmt.Errorf("write junit.xml: %w", err)
 	}
-	if err := d.WriteFile("report.html", HTML(r)); err != nil {
+	if err := d.WriteFile("steps.csv", StepsCSV(r.Summary)); err != nil {
+		return fmt.Errorf("write steps.csv: %w", err)
+	}
+	if err := d.WriteFile("report.html", page(r, figs)); err != nil {
 		return fmt.Errorf("write report.html: %w", err)
 	}
 	return nil
@@ -62,6 +81,98 @@ func ReportJSON(r Run) ([]byte, error) {
 		return nil, fmt.Errorf("encode report.json: %w", err)
 	}
 	return append(b, '\n'), nil
+}
+
+// figure is one chart of a run: inline SVG in report.html, and an SVG file
+// beside report.md that it links.
+type figure struct {
+	id, file, title, caption, svg string
+}
+
+// figureSet is a run's charts, by the section that shows them.
+type figureSet struct {
+	bar    []figure // the bar's parts against sessions
+	mixes  []figure // TTFT on each mix, side by side (the reference's figures 2 and 3)
+	tiers  []figure // requests in flight per session, by tier
+	engine []figure // KV cache and queue over time
+}
+
+func (f figureSet) all() []figure {
+	return append(append(append(append([]figure(nil), f.bar...), f.mixes...), f.tiers...), f.engine...)
+}
+
+// halfW is the width of a chart drawn beside another.
+const halfW = 760.0
+
+func runFigures(r Run) figureSet {
+	s := r.Summary
+	var fs figureSet
+	captions := map[string]string{
+		"ttft":          "Lower is better. Green band: values within the bar. Each mark is a step's P90 from the server's histogram, shaped and coloured by this part's verdict; the whisker is its 95% interval, shaded where it is one histogram bucket wide; a repeated step's line goes through both runs pooled, its first run hollow beside it; a dashed ? is a step not measured; ▲ on the bar's line is where the line leaves it (for the part that limited capacity, at the capacity above); the blue dashed line and shade are the run's capacity and its interval.",
+		"interactivity": "Higher is better: the tokens per second per user that 90% of streams beat. Green band: values within the bar.",
+		"errors":        "Share of turns that failed, in percent, counting the turns a failed conversation never sent. Green band: below the bar.",
+	}
+	for _, m := range stepMetrics(s) {
+		fs.bar = append(fs.bar, figure{id: "chart-" + m.id, file: "chart-" + m.id + ".svg", title: m.title + " against concurrent sessions",
+			caption: captions[m.id], svg: stepChart(s, m, chartW)})
+	}
+	if len(s.Mixes) > 0 {
+		ttft := stepMetrics(s)[0]
+		fs.mixes = append(fs.mixes, figure{id: "chart-mix-main", file: "chart-ttft-" + slug(s.mainMixLabel()) + ".svg",
+			title: "P90 TTFT on " + s.mainMixLabel(), caption: mixCaption(s.mainMixLabel(), s.Capacity),
+			svg: stepChart(s, ttft, halfW)})
+		for _, mx := range s.Mixes {
+			ms := mx.AsSummary(s)
+			fs.mixes = append(fs.mixes, figure{id: "chart-mix-" + slug(mx.Label()), file: "chart-ttft-" + slug(mx.Label()) + ".svg",
+				title: "P90 TTFT on " + mx.Label(), caption: mixCaption(mx.Label(), mx.Capacity), svg: stepChart(ms, ttft, halfW)})
+		}
+	}
+	if len(tierNames(r.Tiers)) > 0 {
+		fs.tiers = append(fs.tiers, figure{id: "chart-tiers", file: "chart-tiers.svg", title: "Requests in flight per session, by tier",
+			caption: "From records.jsonl: each tier's requests in flight over the step's judged time, per session of the tier, subagents' included.",
+			svg:     inFlightChart(r.Tiers, chartW)})
+	}
+	fs.engine = append(fs.engine,
+		figure{id: "chart-kv", file: "chart-kv.svg", title: "KV cache use over time", svg: kvChart(r),
+			caption: "Share of the KV cache in use at each scrape. A cache that stays full means requests queue or get preempted: the sweep stops there."},
+		figure{id: "chart-queue", file: "chart-queue.svg", title: "Requests running and waiting over time", svg: queueChart(r),
+			caption: "Requests the engine is running (solid) and holding in its queue (dashed). A waiting line that keeps growing within a step means the step is past what the engine can serve."},
+	)
+	return fs
+}
+
+func mixCaption(label string, c sweep.Capacity) string {
+	return fmt.Sprintf("%s: capacity %s.", label, c.String())
+}
+
+// slug makes a label a file name: lower case, dashes for the rest.
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}
+
+// warningsOf is every warning a reader of the run must see, the same on
+// report.md and report.html: a rebuilt summary, the run's error and the
+// warnings of the run and its steps.
+func warningsOf(r Run) []string {
+	var out []string
+	if r.Partial {
+		out = append(out, "Partial report: summary.json is missing, so this report is rebuilt from steps.jsonl; cost per session-hour and post-flight are not known.")
+	}
+	if r.Summary.Error != "" {
+		out = append(out, "The run ended in an error: "+r.Summary.Error)
+	}
+	return append(out, r.Summary.Warnings...)
 }
 
 func sortedKeys(m map[string]string) []string {

@@ -248,40 +248,31 @@ func TestJUnitDecodesBack(t *testing.T) {
 		wantSkipped  int
 		wantType     string // failure type of the target case, "" for none
 	}{
-		// 15 sits inside 12.6-15: too close fails the target case
-		{"too close target", &sweep.TargetVerdict{Sessions: 15, Verdict: verdict.TooClose}, 3, 0, "too_close"},
-		// a held target is a passing case
-		{"held target", &pass, 2, 0, ""},
+		// 15 sits inside 12.6-15: too close fails the target case, and
+		// only it: the misses at 16 and 20 are above the capacity
+		{"too close target", &sweep.TargetVerdict{Sessions: 15, Verdict: verdict.TooClose}, 1, 0, "too_close"},
+		// a held target is a passing case, and the run has no failures
+		{"held target", &pass, 0, 0, ""},
 		// a target beyond the ladder reads no data
-		{"no data target", &noData, 3, 0, "no_data"},
+		{"no data target", &noData, 1, 0, "no_data"},
 		// without a target the case is skipped, not passed
-		{"no target", nil, 2, 1, ""},
+		{"no target", nil, 0, 1, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := base()
 			s.Target = c.target
-			b, err := JUnit(s)
-			if err != nil {
-				t.Fatal(err)
+			su := junitSuite(t, s)
+			// a case per part of each step (5 steps x 3 parts) and the target
+			if su.Tests != 3*len(ladder)+1 || len(su.Cases) != su.Tests {
+				t.Errorf("tests=%d cases=%d, want %d (a case per part of each step, and the target)", su.Tests, len(su.Cases), 3*len(ladder)+1)
 			}
-			var doc JUnitSuites
-			if err := xml.Unmarshal(b, &doc); err != nil {
-				t.Fatalf("junit.xml does not decode: %v\n%s", err, b)
+			if su.Failures != c.wantFailures || su.Skipped != c.wantSkipped {
+				t.Errorf("failures %d skipped %d, want %d and %d", su.Failures, su.Skipped, c.wantFailures, c.wantSkipped)
 			}
-			if len(doc.Suites) != 1 {
-				t.Fatalf("%d suites, want 1", len(doc.Suites))
-			}
-			su := doc.Suites[0]
-			if su.Tests != len(ladder)+1 || len(su.Cases) != su.Tests {
-				t.Errorf("tests=%d cases=%d, want %d (a case per step and the target)", su.Tests, len(su.Cases), len(ladder)+1)
-			}
-			if su.Failures != c.wantFailures || doc.Failures != c.wantFailures || su.Skipped != c.wantSkipped {
-				t.Errorf("failures %d/%d skipped %d, want %d and %d", su.Failures, doc.Failures, su.Skipped, c.wantFailures, c.wantSkipped)
-			}
-			fail := su.Cases[3].Failure // 16 sessions: TTFT over the bar
-			if fail == nil || fail.Type != "fail" || !strings.Contains(fail.Message, "ttft fail") {
-				t.Errorf("16-session case failure = %+v, want type fail naming ttft", fail)
+			ttft16 := su.Cases[9] // 16 sessions, TTFT over the bar: above the capacity, as expected
+			if ttft16.Name != "16 sessions, run 1: ttft within the bar" || ttft16.Failure != nil || !strings.HasPrefix(ttft16.SystemOut, "expected: 16 sessions is above the capacity") {
+				t.Errorf("16-session TTFT case = %+v, want a pass that says the miss was expected", ttft16)
 			}
 			if su.Cases[0].Failure != nil || su.Cases[0].Time != 540 {
 				t.Errorf("4-session case = %+v, want a pass of 540 judged seconds", su.Cases[0])
@@ -295,6 +286,70 @@ func TestJUnitDecodesBack(t *testing.T) {
 				t.Errorf("target case failure type %q, want %q", got, c.wantType)
 			}
 		})
+	}
+}
+
+func junitSuite(t *testing.T, s Summary) JUnitSuite {
+	t.Helper()
+	b, err := JUnit(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc JUnitSuites
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("junit.xml does not decode: %v\n%s", err, b)
+	}
+	if len(doc.Suites) != 1 || doc.Failures != doc.Suites[0].Failures || doc.Tests != doc.Suites[0].Tests {
+		t.Fatalf("%d suites, totals %d/%d: want 1 suite whose totals are the document's", len(doc.Suites), doc.Tests, doc.Failures)
+	}
+	return doc.Suites[0]
+}
+
+// TestJUnitHeldRunHasNoFailures: junit.xml failed a run whose target held,
+// for the steps above its capacity that missed (where a sweep must end),
+// named a repeated step's two runs alike, and printed errors as "bar 0.02".
+func TestJUnitHeldRunHasNoFailures(t *testing.T) {
+	s := summaryOf(simLadder(), 8)
+	if s.Target.Verdict != verdict.Pass {
+		t.Fatalf("target %+v, want held", s.Target)
+	}
+	su := junitSuite(t, s)
+	if su.Failures != 0 {
+		for _, c := range su.Cases {
+			if c.Failure != nil {
+				t.Errorf("failure in a held run: %s: %s", c.Name, c.Failure.Message)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for _, c := range su.Cases {
+		key := c.ClassName + "/" + c.Name
+		if names[key] {
+			t.Errorf("two cases named %q", key)
+		}
+		names[key] = true
+	}
+	if !names["headroom.r.steps.8_sessions/8 sessions, run 2 (judged on all 2 runs pooled): errors within the bar"] {
+		t.Errorf("no case for the repeat's errors part: %v", names)
+	}
+	b, _ := JUnit(s)
+	if out := string(b); strings.Contains(out, "bar 0.02") || !strings.Contains(out, "bar &lt; 2%") || !strings.Contains(out, `name="bar.errors_below_pct" value="2"`) {
+		t.Error("junit.xml does not show the error bar as a percentage")
+	}
+
+	// a miss at or below the capacity fails when the target did not hold
+	s.Capacity.Sessions, s.Capacity.Hi = 13, 13
+	fail := sweep.TargetVerdict{Sessions: 14, Verdict: verdict.Fail}
+	s.Target = &fail
+	su = junitSuite(t, s)
+	failed := map[string]bool{}
+	for _, c := range su.Cases {
+		if c.Failure != nil {
+			failed[c.Name] = true
+		}
+	}
+	if !failed["12 sessions, run 1: ttft within the bar"] || !failed["target of 14 sessions holds the bar"] || len(failed) != 5 {
+		t.Errorf("failures %v, want the two parts that missed at each run of 12 sessions (below a capacity of 13) and the target", failed)
 	}
 }
 
@@ -363,7 +418,7 @@ func TestCrossingAndTicks(t *testing.T) {
 		{"never", steps(1, 2, 3), 0, false},
 	}
 	for _, c := range cases {
-		at, ok := crossing(c.steps, m)
+		at, ok := crossing(Summary{Bar: verdict.Bar{TTFTP90: 5}}, c.steps, m)
 		if ok != c.ok || at != c.at {
 			t.Errorf("%s: crossing = %g, %v; want %g, %v", c.name, at, ok, c.at, c.ok)
 		}

@@ -3,11 +3,9 @@ package report
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"slices"
 	"sort"
-	"strings"
 
 	"github.com/headroom-bench/headroom/internal/prompt"
 	"github.com/headroom-bench/headroom/internal/stats"
@@ -51,6 +49,62 @@ type Summary struct {
 	// Error is why the run ended in a rig error (a phase failed, the engine
 	// was not idle after it, it was interrupted); empty when it finished.
 	Error string `json:"error,omitempty"`
+	// Mixes are the ladders of the other mixes a run swept beside its main
+	// one (sweep.mixes after the first, e.g. light-only and heavy-only next
+	// to today's), each with its own steps and capacity. The summary's own
+	// Steps, Capacity and Mix are the main mix's. Empty for a run of one mix,
+	// and in summaries written before runs swept several.
+	Mixes []MixResult `json:"mixes,omitempty"`
+}
+
+// MixResult is one mix's ladder in a run that swept several mixes.
+type MixResult struct {
+	// Name is the mix as the run file names it, e.g. "light".
+	Name     string               `json:"name"`
+	Mix      Mix                  `json:"mix"`
+	Steps    []Step               `json:"steps"`
+	Capacity sweep.Capacity       `json:"capacity"`
+	Target   *sweep.TargetVerdict `json:"target,omitempty"`
+	Cost     *sweep.Cost          `json:"cost,omitempty"`
+	// StopReason is why this mix's ladder stopped.
+	StopReason string `json:"stop_reason,omitempty"`
+}
+
+// Label is how a report names the mix: its kind (light-only, heavy-only)
+// when it has one tier, else its name.
+func (m MixResult) Label() string {
+	if k := m.Mix.Kind(); k != MixMixed {
+		return k
+	}
+	if m.Name != "" {
+		return m.Name
+	}
+	return mixWords(&m.Mix)
+}
+
+// AsSummary is the mix's ladder as a summary of its own, under the run's
+// recipe and bar, for the renderings that draw one ladder.
+func (m MixResult) AsSummary(run Summary) Summary {
+	s := Summary{Version: run.Version, Recipe: run.Recipe, Bar: run.Bar, Capacity: m.Capacity, Target: m.Target,
+		Steps: m.Steps, StopReason: m.StopReason, RunDir: run.RunDir, Started: run.Started, TimeScale: run.TimeScale}
+	mix := m.Mix
+	s.Mix = &mix
+	if m.Cost != nil {
+		s.Cost = *m.Cost
+	} else {
+		s.Cost = sweep.Cost{USDPerHour: run.Cost.USDPerHour}
+	}
+	return s
+}
+
+// mainMixLabel names the summary's own mix beside its others.
+func (s Summary) mainMixLabel() string {
+	if s.Mix != nil {
+		if k := s.Mix.Kind(); k != MixMixed {
+			return k
+		}
+	}
+	return "today's mix"
 }
 
 // MarshalJSON writes the summary; a run that judged no step measured no
@@ -367,204 +421,4 @@ func keys(m map[string]bool) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// WriteText prints the summary people read on the terminal. Its key line is
-// the capacity with its interval and what limited it.
-func WriteText(w io.Writer, s Summary) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs at $%.2f/GPU-hour; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
-		s.Recipe.Name, s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour,
-		s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
-	b.WriteString("\n")
-	writeStepTable(&b, s.Steps, false)
-	b.WriteString("\n")
-	for _, p := range s.Phases {
-		fmt.Fprintf(&b, "phase %-12s %-8s %s\n", p.Name, p.Status, p.Detail)
-	}
-	if len(s.Phases) > 0 {
-		b.WriteString("\n")
-	}
-	if len(s.Steps) == 0 {
-		b.WriteString("capacity: not measured (no step was judged)\n")
-	} else {
-		fmt.Fprintf(&b, "capacity: %s\n", s.Capacity)
-	}
-	fmt.Fprintf(&b, "cost: %s\n", costLine(s.Cost))
-	if s.Target != nil {
-		fmt.Fprintf(&b, "target %d sessions: %s\n", s.Target.Sessions, s.Target.Verdict)
-	}
-	if s.Capacity.Note != "" {
-		fmt.Fprintf(&b, "note: %s\n", s.Capacity.Note)
-	}
-	fmt.Fprintf(&b, "stopped: %s\n", s.StopReason)
-	if s.OverContext != nil {
-		for _, l := range s.OverContext.Lines() {
-			fmt.Fprintf(&b, "over context: %s\n", l)
-		}
-	}
-	if len(s.Missing) > 0 {
-		fmt.Fprintf(&b, "signals the bar wanted and did not get: %s\n", strings.Join(s.Missing, ", "))
-	}
-	for _, w := range s.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
-	if s.Error != "" {
-		fmt.Fprintf(&b, "error: %s\n", s.Error)
-	}
-	fmt.Fprintf(&b, "run directory: %s\n", s.RunDir)
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func costLine(c sweep.Cost) string {
-	if c.USDPerSessionHour == nil {
-		return fmt.Sprintf("n/a per session-hour (no step held the bar); the recipe costs $%.2f/hour", c.USDPerHour)
-	}
-	prefix := "$"
-	if c.AtMost {
-		prefix = "<= $"
-	}
-	out := fmt.Sprintf("%s%.2f per session-hour", prefix, *c.USDPerSessionHour)
-	if c.USDPerSessionHourLo != nil && c.USDPerSessionHourHi != nil && !c.AtMost {
-		out += fmt.Sprintf(" (95%% interval $%.2f-$%.2f)", *c.USDPerSessionHourLo, *c.USDPerSessionHourHi)
-	}
-	out += fmt.Sprintf(" at $%.2f/hour", c.USDPerHour)
-	if c.USDPerMillionTokens != nil {
-		out += fmt.Sprintf("; $%.3f per million tokens at %d sessions", *c.USDPerMillionTokens, c.FromStep)
-	} else {
-		out += "; $/M tokens n/a (no step passed)"
-	}
-	return out
-}
-
-// writeStepTable writes the step table, as aligned text or as Markdown.
-func writeStepTable(b *strings.Builder, steps []Step, md bool) {
-	head := []string{"sessions", "verdict", "P90 TTFT s (95% CI)", "P90 tok/s/user (95% CI)", "errors (95% CI)", "turns", "in flight/session", "cache hit"}
-	rows := [][]string{}
-	for _, s := range steps {
-		rows = append(rows, []string{
-			fmt.Sprint(s.Sessions), string(s.Verdict),
-			fmtCI(s.TTFTP90, 2, 1), fmtCI(s.InteractivityP90, 1, 1), fmtPercentCI(s.ErrorRate, 1),
-			fmt.Sprint(s.Load.Planned), fmt.Sprintf("%.2f", s.Load.InFlightPerSession), s.CacheHit(),
-		})
-	}
-	if md {
-		b.WriteString("| " + strings.Join(head, " | ") + " |\n")
-		b.WriteString("|" + strings.Repeat("---|", len(head)) + "\n")
-		for _, r := range rows {
-			b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-		}
-		return
-	}
-	width := make([]int, len(head))
-	for i, h := range head {
-		width[i] = len(h)
-		for _, r := range rows {
-			width[i] = max(width[i], len(r[i]))
-		}
-	}
-	line := func(cells []string) {
-		for i, c := range cells {
-			fmt.Fprintf(b, "%-*s", width[i]+2, c)
-		}
-		b.WriteString("\n")
-	}
-	line(head)
-	for _, r := range rows {
-		line(r)
-	}
-}
-
-func fmtCI(s stats.Summary, digits int, scale float64) string {
-	if math.IsNaN(s.Center) {
-		return "no data"
-	}
-	f := func(v float64) string {
-		if math.IsInf(v, 1) {
-			return "inf"
-		}
-		return fmt.Sprintf("%.*f", digits, v*scale)
-	}
-	return fmt.Sprintf("%s (%s-%s)", f(s.Center), f(s.Lo), f(s.Hi))
-}
-
-// fmtPercentCI is fmtCI of a share, in percent.
-func fmtPercentCI(s stats.Summary, digits int) string {
-	if math.IsNaN(s.Center) {
-		return "no data"
-	}
-	return fmtCI(s, digits, 100) + "%"
-}
-
-// Markdown renders report.md.
-func Markdown(s Summary) []byte {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# headroom: %s\n\n", s.Recipe.Name)
-	if len(s.Steps) == 0 {
-		b.WriteString("**Capacity: not measured (no step was judged).**  \n")
-	} else {
-		fmt.Fprintf(&b, "**Capacity: %s.**  \n", s.Capacity)
-	}
-	fmt.Fprintf(&b, "**Cost: %s.**\n\n", costLine(s.Cost))
-	if s.Target != nil {
-		fmt.Fprintf(&b, "Target of %d sessions: **%s**.\n\n", s.Target.Sessions, s.Target.Verdict)
-	}
-	fmt.Fprintf(&b, "Recipe: %s on %d node(s) x %d GPU(s) at $%.2f per GPU-hour, model `%s` at `%s`.\n\n",
-		s.Recipe.Engine, s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour, s.Recipe.Model, s.Recipe.Endpoint)
-	fmt.Fprintf(&b, "Bar: P90 TTFT <= %g s; P90 interactivity >= %g tokens/s per user; errors < %g%%. ", s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
-	b.WriteString("Each value is judged from the server's metrics over the step's judged time, with a 95% bootstrap interval over windows; an interval that crosses the bar reads `too_close`.\n\n")
-	b.WriteString("## Steps\n\n")
-	writeStepTable(&b, s.Steps, true)
-	b.WriteString("\n")
-	b.WriteString("### Parts\n\n| sessions | part | verdict | value | interval | bar | margin | source |\n|---|---|---|---|---|---|---|---|\n")
-	for _, st := range s.Steps {
-		for _, p := range st.Parts {
-			value, interval, margin := "no data", "no data", "-"
-			if !math.IsNaN(p.Value.Center) {
-				value, interval, margin = fmt.Sprintf("%.4g", p.Value.Center), fmt.Sprintf("%.4g-%.4g", p.Value.Lo, p.Value.Hi), fmt.Sprintf("%+.4g", p.Margin)
-			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %g | %s | %s |\n",
-				st.Sessions, p.Name, p.Verdict, value, interval, p.Bar, margin, p.Source)
-		}
-	}
-	b.WriteString("\n## Client-side cross-checks\n\nKept for cross-checks only; the verdicts above use the server's numbers.\n\n")
-	b.WriteString("| sessions | turns sent | errors seen by client | client P90 TTFT s | prompt tokens served vs planned |\n|---|---|---|---|---|\n")
-	for _, st := range s.Steps {
-		ttft, drift := "no data", "no data"
-		if st.Load.ClientTTFTP90 > 0 {
-			ttft = fmt.Sprintf("%.2f", st.Load.ClientTTFTP90)
-		}
-		if st.Load.Sent > 0 {
-			drift = fmt.Sprintf("%+.2f%%", st.Load.PromptDrift*100)
-		}
-		fmt.Fprintf(&b, "| %d | %d | %d | %s | %s |\n", st.Sessions, st.Load.Sent, st.Load.ClientErrors, ttft, drift)
-	}
-	if s.OverContext != nil {
-		b.WriteString("\n## Turns over the served context\n\n")
-		for _, l := range s.OverContext.Lines() {
-			fmt.Fprintf(&b, "- %s\n", l)
-		}
-	}
-	b.WriteString("\n## Missing signals\n\n")
-	if len(s.Missing) == 0 {
-		b.WriteString("None: every signal the bar wanted was reported.\n")
-	} else {
-		for _, m := range s.Missing {
-			fmt.Fprintf(&b, "- %s\n", m)
-		}
-	}
-	b.WriteString("\n## Warnings\n\n")
-	if len(s.Warnings) == 0 {
-		b.WriteString("None.\n")
-	}
-	for _, w := range s.Warnings {
-		fmt.Fprintf(&b, "- %s\n", w)
-	}
-	fmt.Fprintf(&b, "\n## Run\n\n- stopped: %s\n- post-flight: idle=%v after %.0f s\n- started %s, %.0f s of wall time at time scale %g\n- run directory: `%s`\n",
-		s.StopReason, s.PostFlight.Idle, s.PostFlight.WaitedS, s.Started, s.WallS, s.TimeScale, s.RunDir)
-	if s.Error != "" {
-		fmt.Fprintf(&b, "- error: %s\n", s.Error)
-	}
-	return []byte(b.String())
 }

@@ -41,14 +41,46 @@ type plot struct {
 }
 
 func newPlot(h, x0, x1, y0, y1 float64) *plot {
+	return newPlotW(chartW, h, x0, x1, y0, y1)
+}
+
+// newPlotW is newPlot of a given width, e.g. for two charts side by side.
+func newPlotW(w, h, x0, x1, y0, y1 float64) *plot {
 	if x1 <= x0 {
 		x1 = x0 + 1
 	}
 	if y1 <= y0 {
 		y1 = y0 + 1
 	}
-	return &plot{w: chartW, h: h, l: 86, r: 36, t: 26 + legendHeight, b: 64, x0: x0, x1: x1, y0: y0, y1: y1}
+	return &plot{w: w, h: h, l: 86, r: 36, t: 26 + legendHeight, b: 64, x0: x0, x1: x1, y0: y0, y1: y1}
 }
+
+// legendRowH is the height of one row of a legend.
+const legendRowH = 22.0
+
+// fitLegend makes room above the plotting area for every row the legend
+// needs, keeping the plotting area's height; call it before drawing.
+func (p *plot) fitLegend(items []legendItem) {
+	if extra := float64(p.legendRows(items)-1) * legendRowH; extra > 0 {
+		p.t += extra
+		p.h += extra
+	}
+}
+
+// legendRows is how many rows the items take at the plot's width.
+func (p *plot) legendRows(items []legendItem) int {
+	rows, x := 1, p.l
+	for _, it := range items {
+		w := legendItemW(it)
+		if x+w > p.w-p.r && x > p.l {
+			rows, x = rows+1, p.l
+		}
+		x += w + 12
+	}
+	return rows
+}
+
+func legendItemW(it legendItem) float64 { return 30 + 7.3*float64(len([]rune(it.label))) }
 
 func (p *plot) px(x float64) float64 { return p.l + (x-p.x0)/(p.x1-p.x0)*(p.w-p.l-p.r) }
 func (p *plot) py(y float64) float64 { return p.h - p.b - (y-p.y0)/(p.y1-p.y0)*(p.h-p.t-p.b) }
@@ -116,9 +148,9 @@ type legendItem struct {
 func (p *plot) legend(items []legendItem) {
 	x, y := p.l, 16.0
 	for _, it := range items {
-		w := 30 + 7.3*float64(len([]rune(it.label)))
-		if x+w > p.w-p.r && x > p.l { // wrap: rare, the legends are short
-			x, y = p.l, y+22
+		w := legendItemW(it)
+		if x+w > p.w-p.r && x > p.l { // wrap onto the rows fitLegend made
+			x, y = p.l, y+legendRowH
 		}
 		p.add(`<g transform="translate(%.1f %.1f)">%s</g>`+"\n", x, y-4, it.mark)
 		p.text(x+30, y+11, "start", `font-size="14" fill="`+colInk+`"`, it.label)
@@ -147,9 +179,35 @@ func marker(v string, cx, cy, r float64) string {
 	return fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="%.1f" fill="#fff" stroke="%s" stroke-width="2.5"/>`, cx, cy, r-1, colNoData)
 }
 
-// triangle is the ▲ that marks a crossing, apex at (x, y).
-func triangle(x, y float64) string {
-	return fmt.Sprintf(`<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`, x, y, x+9, y+16, x-9, y+16, colInk)
+// triangle is the ▲ that marks a crossing, standing on (x, y): its base
+// lies on the bar's line and its apex points up from it.
+func triangle(x, y float64) string { return triangleCol(x, y, colInk) }
+
+func triangleCol(x, y float64, col string) string {
+	return fmt.Sprintf(`<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s" stroke="#fff" stroke-width="1"/>`, x, y-16, x+9, y, x-9, y, col)
+}
+
+// unknownMark is the "?" of a step not measured, centred at (cx, cy).
+func unknownMark(cx, cy float64) string {
+	return fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="9" fill="#fff" stroke="%s" stroke-width="1.8" stroke-dasharray="3 2"/><text x="%.1f" y="%.1f" text-anchor="middle" font-size="13" font-weight="700" fill="%s">?</text>`,
+		cx, cy, colNoData, cx, cy+4.5, colNoData)
+}
+
+// hollowMarker is a verdict's shape drawn in outline: a run of a repeated
+// step, whose verdict the pooled mark replaces.
+func hollowMarker(v string, cx, cy, r float64) string {
+	col := map[string]string{"pass": colPass, "too_close": colTooClose, "fail": colFail}[v]
+	if col == "" {
+		col = colNoData
+	}
+	switch v {
+	case "too_close":
+		return fmt.Sprintf(`<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="#fff" stroke="%s" stroke-width="2"/>`,
+			cx, cy-r*1.3, cx+r*1.3, cy, cx, cy+r*1.3, cx-r*1.3, cy, col)
+	case "fail":
+		return fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#fff" stroke="%s" stroke-width="2"/>`, cx-r, cy-r, 2*r, 2*r, col)
+	}
+	return fmt.Sprintf(`<circle cx="%.1f" cy="%.1f" r="%.1f" fill="#fff" stroke="%s" stroke-width="2"/>`, cx, cy, r, col)
 }
 
 func swatch(fill, stroke string) string {
