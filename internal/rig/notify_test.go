@@ -43,7 +43,9 @@ func TestNotifierPostsTheComment(t *testing.T) {
 	defer gh.Close()
 	cfg := config.Run{Recipe: config.Recipe{Name: "recipe-1"}, Notify: config.Notify{
 		GitHub: &config.GitHub{Repo: "acme/serving", PR: 5, TokenEnv: "HR_TEST_TOKEN", API: gh.URL}}}
-	env := func(k string) (string, bool) { return map[string]string{"HR_TEST_TOKEN": token}[k], k == "HR_TEST_TOKEN" }
+	env := func(k string) (string, bool) {
+		return map[string]string{"HR_TEST_TOKEN": token}[k], k == "HR_TEST_TOKEN"
+	}
 	n := startNotifierWith(cfg, env, fastNotify)
 	red := new(transport.Redactor)
 	n.redacting(red)
