@@ -75,7 +75,9 @@ func TestRunsOutliveTheProcess(t *testing.T) {
 	defer cancel()
 	var serveErr lockedBuffer
 	served := make(chan error, 1)
-	go func() { served <- run(ctx, []string{"runs", "serve", "--root", root, "--addr", "127.0.0.1:0"}, io.Discard, &serveErr) }()
+	go func() {
+		served <- run(ctx, []string{"runs", "serve", "--root", root, "--addr", "127.0.0.1:0"}, io.Discard, &serveErr)
+	}()
 	addr := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
 	deadline := time.Now().Add(10 * time.Second)
 	for addr.FindString(serveErr.String()) == "" && time.Now().Before(deadline) {
