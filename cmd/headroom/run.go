@@ -78,68 +78,7 @@ code of what it measured (1 when no step had been judged yet).
 			if err != nil {
 				return err
 			}
-			if output != "" {
-				cfg.Output = output
-			}
-			if printIt {
-				b, err := yaml.Marshal(cfg.Redacted()) // never a secret, even on the terminal
-				if err != nil {
-					return err
-				}
-				_, err = stdout.Write(b)
-				return err
-			}
-			opts := rig.Options{Config: cfg, Progress: stderr, Version: fullVersion(), Live: live.IsTerminal(stderr, os.Getenv)}
-			if quiet {
-				opts.Progress = nil
-			}
-			if metrics != "" {
-				tel := telemetry.New(cfg.Recipe.Name, fullVersion())
-				addr, err := tel.Serve(cmd.Context(), metrics)
-				if err != nil {
-					return fmt.Errorf("--metrics-addr %s: %w", metrics, err)
-				}
-				fmt.Fprintf(stderr, "headroom's own metrics at http://%s/metrics\n", addr)
-				opts.Telemetry = tel
-			}
-			if resume != "" {
-				if rf.file != "" || rf.changes() {
-					return errors.New("--resume takes the run file saved in the run directory; drop -f and the flags that change the run file (--endpoint, --set, ...)")
-				}
-				d, err := report.OpenDir(resume)
-				if err != nil {
-					return fmt.Errorf("--resume: %w", err)
-				}
-				opts.Resume = d
-			}
-			sum, err := rig.Run(cmd.Context(), opts)
-			if sum.RunDir != "" {
-				if rerr := renderAll(sum.RunDir); rerr != nil && err == nil {
-					err = rerr
-					sum.Error = rerr.Error()
-				}
-			}
-			// --json always prints a summary, with the error of a run that
-			// ended in one; the text summary needs a run directory to show
-			if asJSON || sum.RunDir != "" {
-				if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
-					err = perr
-				}
-			}
-			code := rig.ExitCodeOf(sum, err)
-			if err != nil && code != rig.ExitRigError {
-				// interrupted after a verdict: say so, and exit with the
-				// code of what it measured
-				fmt.Fprintln(stderr, "headroom:", err)
-				err = nil
-			}
-			if err != nil {
-				return err
-			}
-			if code != rig.ExitHeld {
-				return exitError{code: code}
-			}
-			return nil
+			return runRecipe(cmd, stdout, stderr, cfg, runFlags{rf: rf, asJSON: asJSON, output: output, quiet: quiet, printIt: printIt, resume: resume, metrics: metrics})
 		},
 	}
 	rf.register(cmd)
@@ -150,6 +89,81 @@ code of what it measured (1 when no step had been judged yet).
 	cmd.Flags().StringVar(&resume, "resume", "", "continue the run in this directory after its last finished step")
 	cmd.Flags().StringVar(&metrics, "metrics-addr", "", "serve headroom's own /metrics (phase, step, sessions, in flight, running P90s, verdicts) on this address, e.g. :9464")
 	return cmd
+}
+
+// runFlags are run's flags besides the run file's.
+type runFlags struct {
+	rf                      runFileFlags
+	asJSON, quiet, printIt  bool
+	output, resume, metrics string
+}
+
+// runRecipe carries out a run of cfg the way run's flags say: the body of
+// run and simulate.
+func runRecipe(cmd *cobra.Command, stdout, stderr io.Writer, cfg config.Run, f runFlags) error {
+	rf, asJSON, output, quiet, printIt, resume, metrics := f.rf, f.asJSON, f.output, f.quiet, f.printIt, f.resume, f.metrics
+	if output != "" {
+		cfg.Output = output
+	}
+	if printIt {
+		b, err := yaml.Marshal(cfg.Redacted()) // never a secret, even on the terminal
+		if err != nil {
+			return err
+		}
+		_, err = stdout.Write(b)
+		return err
+	}
+	opts := rig.Options{Config: cfg, Progress: stderr, Version: fullVersion(), Live: live.IsTerminal(stderr, os.Getenv)}
+	if quiet {
+		opts.Progress = nil
+	}
+	if metrics != "" {
+		tel := telemetry.New(cfg.Recipe.Name, fullVersion())
+		addr, err := tel.Serve(cmd.Context(), metrics)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr %s: %w", metrics, err)
+		}
+		fmt.Fprintf(stderr, "headroom's own metrics at http://%s/metrics\n", addr)
+		opts.Telemetry = tel
+	}
+	if resume != "" {
+		if rf.file != "" || rf.changes() {
+			return errors.New("--resume takes the run file saved in the run directory; drop -f and the flags that change the run file (--endpoint, --set, ...)")
+		}
+		d, err := report.OpenDir(resume)
+		if err != nil {
+			return fmt.Errorf("--resume: %w", err)
+		}
+		opts.Resume = d
+	}
+	sum, err := rig.Run(cmd.Context(), opts)
+	if sum.RunDir != "" {
+		if rerr := renderAll(sum.RunDir); rerr != nil && err == nil {
+			err = rerr
+			sum.Error = rerr.Error()
+		}
+	}
+	// --json always prints a summary, with the error of a run that
+	// ended in one; the text summary needs a run directory to show
+	if asJSON || sum.RunDir != "" {
+		if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	code := rig.ExitCodeOf(sum, err)
+	if err != nil && code != rig.ExitRigError {
+		// interrupted after a verdict: say so, and exit with the
+		// code of what it measured
+		fmt.Fprintln(stderr, "headroom:", err)
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	if code != rig.ExitHeld {
+		return exitError{code: code}
+	}
+	return nil
 }
 
 // renderAll writes every rendering of a run directory.
