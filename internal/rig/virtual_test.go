@@ -2,29 +2,87 @@ package rig
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/report"
 )
 
-// The default run on a virtual clock: the whole recipe run in modelled time,
-// in seconds of wall time.
-func TestVirtualDefaultRun(t *testing.T) {
+// shortRun is the default run cut to two steps either side of the
+// default recipe's capacity (about 8.5 sessions), no repeats.
+func shortRun(t *testing.T, scale config.Scale) config.Run {
+	t.Helper()
 	cfg := config.Default()
-	cfg.TimeScale = config.Virtual
+	cfg.TimeScale = scale
+	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4, 16}, 4, 0
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 240, 240, 240
+	f := false
+	cfg.Sweep.Repeat = &f
+	cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
+	cfg.Workload.SynthSessions = 40
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+func mustRun(t *testing.T, cfg config.Run) (report.Summary, time.Duration) {
+	t.Helper()
 	wall := time.Now()
 	sum, err := Run(context.Background(), Options{Config: cfg})
-	took := time.Since(wall)
 	if err != nil {
-		t.Fatalf("run: %v", err)
+		t.Fatalf("run at time scale %s: %v", cfg.TimeScale, err)
 	}
-	for _, s := range sum.Steps {
-		t.Logf("%d sessions: %s", s.Sessions, s.Verdict)
+	return sum, time.Since(wall)
+}
+
+// The same run file on the virtual clock and on a scaled wall clock gives
+// the same verdict on every step and P90s within each other's intervals.
+func TestVirtualAndWallClockAgree(t *testing.T) {
+	virt, vtook := mustRun(t, shortRun(t, config.Virtual))
+	wall, wtook := mustRun(t, shortRun(t, 200))
+	t.Logf("virtual %v, wall clock at x200 %v", vtook, wtook)
+	if len(virt.Steps) != len(wall.Steps) || len(virt.Steps) != 2 {
+		t.Fatalf("virtual ran %d steps, wall %d; want 2 each", len(virt.Steps), len(wall.Steps))
 	}
-	t.Logf("capacity %s; %v wall", sum.Capacity, took)
+	for i := range virt.Steps {
+		v, w := virt.Steps[i], wall.Steps[i]
+		t.Logf("%d sessions: virtual %s, wall %s", v.Sessions, v.Verdict, w.Verdict)
+		if v.Verdict != w.Verdict {
+			t.Errorf("%d sessions: virtual %s, wall clock %s", v.Sessions, v.Verdict, w.Verdict)
+		}
+		for _, vp := range v.Parts {
+			for _, wp := range w.Parts {
+				if vp.Name != wp.Name || vp.Name == "errors" {
+					continue
+				}
+				t.Logf("  %s: virtual %.3g [%.3g, %.3g], wall %.3g [%.3g, %.3g]", vp.Name, vp.Value.Center, vp.Value.Lo, vp.Value.Hi, wp.Value.Center, wp.Value.Lo, wp.Value.Hi)
+				if vp.Value.Hi < wp.Value.Lo || wp.Value.Hi < vp.Value.Lo {
+					t.Errorf("%d sessions %s: virtual [%.3g, %.3g] and wall [%.3g, %.3g] do not overlap", v.Sessions, vp.Name, vp.Value.Lo, vp.Value.Hi, wp.Value.Lo, wp.Value.Hi)
+				}
+			}
+		}
+	}
+}
+
+// A virtual run is deterministic: the same file and seed give the same
+// steps, to the last digit, however busy the host is.
+func TestVirtualRunIsDeterministic(t *testing.T) {
+	cfg := shortRun(t, config.Virtual)
+	cfg.Sweep.Ladder, cfg.Sweep.StepS = []int{6}, 120
+	cfg.Sweep.Target = 6
+	a, _ := mustRun(t, cfg)
+	cfg.Output = t.TempDir()
+	b, _ := mustRun(t, cfg)
+	ja, _ := json.Marshal(a.Steps)
+	jb, _ := json.Marshal(b.Steps)
+	if string(ja) != string(jb) {
+		t.Errorf("two virtual runs of one file differ:\n%s\n%s", ja, jb)
+	}
+	if len(a.Steps) != 1 || a.Steps[0].Windows == 0 {
+		t.Errorf("steps %s: want one judged step with windows", ja)
+	}
 }
