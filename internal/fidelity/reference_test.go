@@ -11,11 +11,6 @@ import (
 	"github.com/headroom-bench/headroom/internal/sim"
 )
 
-// routers maps the report's router to the simulator's: EndpointPicker "with
-// a long prefix match keeps each conversation on its cache" (recipes
-// table, row 3).
-var routers = map[string]string{"EndpointPicker": "prefix-affinity"}
-
 // engines resolves a run file's simulated engines as the simulator is given
 // them: its layout, the profile resized to each engine's GPUs.
 func engines(t *testing.T, rc config.Recipe) (config.SimLayout, sim.Profile, *sim.Profile) {
@@ -62,6 +57,9 @@ func TestReferenceRunFiles(t *testing.T) {
 		}
 	}
 	tib := math.Pow(2, 40)
+	// The report's router as the simulator's: EndpointPicker "with a long
+	// prefix match keeps each conversation on its cache" (recipes table, row 3).
+	routers := map[string]string{"EndpointPicker": "prefix-affinity"}
 	for _, p := range f.Recipes {
 		t.Run(p.RunFile, func(t *testing.T) {
 			cfg, err := config.Load(filepath.Join(referenceDir, p.RunFile))
