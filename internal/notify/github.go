@@ -154,9 +154,15 @@ func (g *GitHub) body() string {
 	return b.String()
 }
 
+// maxLine is where a message's line in the comment is cut.
+const maxLine = 400
+
 // line renders one message as a Markdown list item.
 func line(m Message) string {
 	text := strings.ReplaceAll(m.Text, "\n", " ")
+	if r := []rune(text); len(r) > maxLine {
+		text = string(r[:maxLine-1]) + "…"
+	}
 	switch m.Event {
 	case "phase":
 		mark := "•"

@@ -122,6 +122,10 @@ type lane struct {
 	dropped int    // messages dropped on a full queue
 	unsent  int    // messages still queued or in a try when the run ended
 	healed  bool   // a cumulative target delivered after its last failure
+	// broken is set when a message failed every try: later ones get one
+	// try each until one goes through, so a dead receiver costs one round
+	// of backoff, not one per message.
+	broken bool
 }
 
 // Start starts sending to targets.
@@ -207,7 +211,13 @@ func (l *lane) run(ctx context.Context) {
 			l.mu.Unlock()
 			continue
 		}
-		err := l.deliver(ctx, m)
+		l.mu.Lock()
+		tries := l.o.Tries
+		if l.broken {
+			tries = 1
+		}
+		l.mu.Unlock()
+		err := l.deliver(ctx, m, tries)
 		l.mu.Lock()
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -217,8 +227,10 @@ func (l *lane) run(ctx context.Context) {
 			l.failed++
 			l.lastErr = err.Error()
 			l.healed = false
+			l.broken = true
 		default:
 			l.posted++
+			l.broken = false
 			if l.failed > 0 {
 				_, l.healed = l.t.(cumulative)
 			}
@@ -227,9 +239,9 @@ func (l *lane) run(ctx context.Context) {
 	}
 }
 
-// deliver tries m until it is delivered, fails permanently, runs out of
-// tries or ctx is done.
-func (l *lane) deliver(ctx context.Context, m Message) error {
+// deliver tries m until it is delivered, fails permanently, has been tried
+// tries times or ctx is done.
+func (l *lane) deliver(ctx context.Context, m Message, tries int) error {
 	wait := l.o.Backoff
 	var err error
 	for try := 1; ; try++ {
@@ -240,7 +252,7 @@ func (l *lane) deliver(ctx context.Context, m Message) error {
 			return nil
 		}
 		var perm permanentError
-		if errors.As(err, &perm) || try >= l.o.Tries {
+		if errors.As(err, &perm) || try >= tries {
 			if try > 1 {
 				return fmt.Errorf("%w (after %d tries)", err, try)
 			}

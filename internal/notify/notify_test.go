@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // fast retries, so the tests take milliseconds.
@@ -144,15 +145,16 @@ func TestRetriesWithBackoffThenPosts(t *testing.T) {
 
 func TestFailedPostIsAWarningNotADrop(t *testing.T) {
 	cases := []struct {
-		name   string
-		status int
-		tries  int    // requests the server should see per message
-		want   string // in the warning
+		name     string
+		status   int
+		requests int    // requests the server should see for the two messages
+		want     string // in the warning
 	}{
 		// A refused token is not retried and says what to check.
-		{"bad token", http.StatusUnauthorized, 1, "token_env"},
-		// A server that keeps failing is tried Tries times.
-		{"server down", http.StatusServiceUnavailable, 3, "after 3 tries"},
+		{"bad token", http.StatusUnauthorized, 2, "token_env"},
+		// A server that keeps failing: the first message is tried Tries
+		// times, the next once (one round of backoff per dead receiver).
+		{"server down", http.StatusServiceUnavailable, 3 + 1, "HTTP 503"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -166,8 +168,8 @@ func TestFailedPostIsAWarningNotADrop(t *testing.T) {
 			if len(w) != 1 || !strings.Contains(w[0], "GitHub PR acme/serving#42") || !strings.Contains(w[0], "2 of 2 posts failed") || !strings.Contains(w[0], c.want) {
 				t.Errorf("warnings %q, want one naming the PR, 2 of 2 failed and %q", w, c.want)
 			}
-			if _, reqs := gh.snapshot(); len(reqs) != 2*c.tries {
-				t.Errorf("%d requests, want %d", len(reqs), 2*c.tries)
+			if _, reqs := gh.snapshot(); len(reqs) != c.requests {
+				t.Errorf("%d requests, want %d", len(reqs), c.requests)
 			}
 		})
 	}
@@ -263,6 +265,29 @@ func TestPostNeverBlocksTheRun(t *testing.T) {
 		t.Errorf("a second Close returned %q", w)
 	}
 	s.Post(Message{Text: "after close"}) // ignored, no panic
+}
+
+func TestABrokenReceiverRecovers(t *testing.T) {
+	gh, srv := newGHServer(t, "tok-123456")
+	gh.fail = 3 // the first message fails all its tries
+	g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "tok-123456", Title: "t"}
+	s := Start(fast, g)
+	s.Post(Message{Text: "first", Event: "step"})
+	s.Post(Message{Text: "second", Event: "step"}) // one try, which goes through
+	if w := s.Close(context.Background()); len(w) != 0 {
+		t.Errorf("warnings %q: the comment caught up", w)
+	}
+	comments, reqs := gh.snapshot()
+	if len(reqs) != 4 || !strings.Contains(comments[9000], "first") || !strings.Contains(comments[9000], "second") {
+		t.Errorf("requests %q comment %q", reqs, comments[9000])
+	}
+}
+
+func TestLongLinesAreCut(t *testing.T) {
+	l := line(Message{Text: strings.Repeat("é", 1000) + "\nnext", Event: "phase"})
+	if n := utf8.RuneCountInString(l); n > maxLine+10 || !strings.HasSuffix(l, "…") || strings.Contains(l, "\n") {
+		t.Errorf("line of %d characters: %q", n, l[:40])
+	}
 }
 
 func TestBodyStaysUnderGitHubsLimit(t *testing.T) {
