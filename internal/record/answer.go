@@ -33,13 +33,18 @@ type deltaJSON struct {
 	Reasoning        *string        `json:"reasoning"`
 	Refusal          *string        `json:"refusal"`
 	ToolCalls        []toolCallJSON `json:"tool_calls"`
-	FunctionCall     *function      `json:"function_call"`
+	FunctionCall     *functionJSON  `json:"function_call"`
 }
 
 type toolCallJSON struct {
-	Index    *int     `json:"index"`
-	ID       string   `json:"id"`
-	Function function `json:"function"`
+	Index    *int         `json:"index"`
+	ID       string       `json:"id"`
+	Function functionJSON `json:"function"`
+}
+
+type functionJSON struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 type choiceJSON struct {

@@ -201,7 +201,9 @@ type pending struct {
 // conversations on this goroutine, in the order their answers ended; it
 // closes idle conversations and hands finished traces to the writer.
 func (r *Recorder) work() {
-	workers := min(4, max(1, runtime.GOMAXPROCS(0)))
+	// at most half the cores: the recorder must never take the CPU the
+	// proxy needs to pass answers on; a backlog waits in the queue or drops
+	workers := min(4, max(1, runtime.GOMAXPROCS(0)/2))
 	jobs := make(chan *pending, workers)
 	ordered := make(chan *pending, 4*workers)
 	var wg sync.WaitGroup

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // shape is what the recorder keeps of one chat completion: lengths, times
@@ -40,17 +42,19 @@ type shape struct {
 
 var errTooLarge = errors.New("the request is over the capture limit")
 
-// chatBody is the part of a chat request the recorder reads.
+// chatBody is the part of a chat request the recorder reads. Message
+// contents, tool arguments and tools stay raw JSON: encoding/json checks and
+// copies them once, and the recorder walks their strings itself.
 type chatBody struct {
-	Model     string            `json:"model"`
-	Stream    bool              `json:"stream"`
-	Messages  []json.RawMessage `json:"messages"`
-	Tools     json.RawMessage   `json:"tools"`
-	Functions json.RawMessage   `json:"functions"`
+	Model     string          `json:"model"`
+	Stream    bool            `json:"stream"`
+	Messages  []message       `json:"messages"`
+	Tools     json.RawMessage `json:"tools"`
+	Functions json.RawMessage `json:"functions"`
 }
 
-// message is one chat message; only its role, name and ids are strings the
-// recorder compares as they are, the rest is hashed.
+// message is one chat message: what a cache would see of it, however the
+// rest of its fields (cache_control markers, say) change between requests.
 type message struct {
 	Role         string          `json:"role"`
 	Name         string          `json:"name"`
@@ -62,13 +66,12 @@ type message struct {
 
 type toolCall struct {
 	ID       string   `json:"id"`
-	Type     string   `json:"type"`
 	Function function `json:"function"`
 }
 
 type function struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
 }
 
 // shapeOf reads an exchange's request and answer and keeps their shape.
@@ -94,41 +97,37 @@ func (r *Recorder) shapeOf(x *exchange) (*shape, error) {
 		tools = body.Functions
 	}
 	text := newBlockHasher(r.seed, BlockSize)
-	var canon []byte
 	var h maphash.Hash
 	h.SetSeed(r.seed)
 	h.WriteString(body.Model)
 	h.WriteByte(0)
 	if !isNull(tools) {
-		canon = canonicalJSON(canon[:0], tools)
-		h.Write(canon)
+		h.Write(tools)
 		text.marker("tools")
-		text.text(canon)
+		text.text(tools)
 		s.toolWords = text.words
 	}
 	prev := h.Sum64()
 	s.firstTurn = len(body.Messages)
 	lastRole := ""
-	for i, raw := range body.Messages {
-		var m message
-		if err := json.Unmarshal(raw, &m); err != nil {
-			return nil, fmt.Errorf("request body: messages[%d]: %v", i, err)
-		}
+	for i := range body.Messages {
+		m := &body.Messages[i]
 		lastRole = m.Role
 		system := m.Role == "system" || m.Role == "developer"
 		if !system && s.firstTurn == len(body.Messages) {
 			s.firstTurn = i
 		}
 		before := text.words
-		canon = m.canonical(canon[:0], text)
-		if system && s.firstTurn == len(body.Messages) {
-			s.systemWords += text.words - before
-		}
 		h.Reset()
 		var p [8]byte
 		binary.LittleEndian.PutUint64(p[:], prev)
 		h.Write(p[:])
-		h.Write(canon)
+		if err := m.hash(&h, text); err != nil {
+			return nil, fmt.Errorf("request body: messages[%d]: %v", i, err)
+		}
+		if system && s.firstTurn == len(body.Messages) {
+			s.systemWords += text.words - before
+		}
 		prev = h.Sum64()
 		s.chain = append(s.chain, prev)
 	}
@@ -183,9 +182,16 @@ func (r *Recorder) tokenIDs(x *exchange, body *chatBody, tools json.RawMessage) 
 	if !r.tok.wanted() {
 		return nil, nil
 	}
+	// the messages as the agent sent them, every field kept
+	var raw struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(x.req, &raw); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ids, err := r.tok.ids(ctx, body.Model, body.Messages, tools, x.auth)
+	ids, err := r.tok.ids(ctx, body.Model, raw.Messages, tools, x.auth)
 	if chosen, how := r.tok.decide(err); chosen {
 		r.o.Log("record: prompt blocks are %s", how)
 	}
@@ -203,96 +209,87 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null" || string(raw) == "[]"
 }
 
-// canonical appends the message's identity (what a cache would see of it,
-// however its JSON was spaced or ordered) to dst, and feeds its text to the
-// block hasher: a marker word for the role, then the content's words, each
-// tool call's name and arguments.
-func (m *message) canonical(dst []byte, text *blockHasher) []byte {
-	dst = append(dst, m.Role...)
-	dst = append(dst, 0)
-	dst = append(dst, m.Name...)
-	dst = append(dst, 0)
-	dst = append(dst, m.ToolCallID...)
-	dst = append(dst, 0)
+// hash feeds the message's identity to h (its role, name, tool call id,
+// content and tool calls, each delimited) and its text to the block hasher:
+// a marker word for the role, then the content's words, then each tool
+// call's marker and arguments.
+func (m *message) hash(h *maphash.Hash, text *blockHasher) error {
+	h.WriteString(m.Role)
+	h.WriteByte(0)
+	h.WriteString(m.Name)
+	h.WriteByte(0)
+	h.WriteString(m.ToolCallID)
+	h.WriteByte(0)
 	text.marker(m.Role + "\x00" + m.Name + "\x00" + m.ToolCallID)
-	dst = appendContent(dst, m.Content, text)
+	if err := content(h, m.Content, text); err != nil {
+		return fmt.Errorf("content: %v", err)
+	}
 	calls := m.ToolCalls
 	if m.FunctionCall != nil {
-		calls = append(slices.Clip(calls), toolCall{Type: "function", Function: *m.FunctionCall})
+		calls = append(slices.Clip(calls), toolCall{Function: *m.FunctionCall})
 	}
 	for _, c := range calls {
-		dst = append(dst, 1)
-		dst = append(dst, c.ID...)
-		dst = append(dst, 0)
-		dst = append(dst, c.Function.Name...)
-		dst = append(dst, 0)
-		dst = append(dst, c.Function.Arguments...)
-		dst = append(dst, 0)
+		h.WriteByte(1)
+		h.WriteString(c.ID)
+		h.WriteByte(0)
+		h.WriteString(c.Function.Name)
+		h.WriteByte(0)
+		h.Write(c.Function.Arguments)
+		h.WriteByte(0)
 		text.marker("call\x00" + c.ID + "\x00" + c.Function.Name)
-		text.text([]byte(c.Function.Arguments))
-	}
-	return dst
-}
-
-// appendContent appends a message content (a string, or a list of parts)
-// and feeds its text: text parts as words, any other part (an image) as
-// one marker word holding its JSON.
-func appendContent(dst []byte, raw json.RawMessage, text *blockHasher) []byte {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return append(dst, 2)
-	}
-	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			dst = append(dst, 3)
-			dst = append(dst, s...)
-			text.text([]byte(s))
-			return append(dst, 0)
+		if a := bytes.TrimSpace(c.Function.Arguments); len(a) > 0 && a[0] == '"' {
+			text.jsonString(a)
+		} else {
+			text.text(a)
 		}
 	}
-	var parts []json.RawMessage
-	if raw[0] == '[' && json.Unmarshal(raw, &parts) == nil {
-		for _, p := range parts {
-			var tp struct {
-				Type string  `json:"type"`
-				Text *string `json:"text"`
-			}
-			_ = json.Unmarshal(p, &tp)
-			if tp.Text != nil && (tp.Type == "text" || tp.Type == "input_text" || tp.Type == "") {
-				dst = append(dst, 4)
-				dst = append(dst, *tp.Text...)
-				dst = append(dst, 0)
-				text.text([]byte(*tp.Text))
+	return nil
+}
+
+// content feeds a message content: a string, or a list of parts whose text
+// parts are words and whose other parts (images) are one marker word each.
+func content(h *maphash.Hash, raw json.RawMessage, text *blockHasher) error {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		h.WriteByte(2)
+	case raw[0] == '"':
+		h.WriteByte(3)
+		h.Write(raw)
+		text.jsonString(raw)
+	case raw[0] == '[':
+		var parts []struct {
+			Type string          `json:"type"`
+			Text json.RawMessage `json:"text"`
+			Rest json.RawMessage `json:"-"`
+		}
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return err
+		}
+		var all []json.RawMessage
+		for i, p := range parts {
+			if len(p.Text) > 0 && p.Text[0] == '"' && (p.Type == "text" || p.Type == "input_text" || p.Type == "") {
+				h.WriteByte(4)
+				h.Write(p.Text)
+				text.jsonString(p.Text)
 				continue
 			}
-			c := canonicalJSON(nil, p)
-			dst = append(dst, 5)
-			dst = append(dst, c...)
-			dst = append(dst, 0)
-			text.marker(string(c))
+			if all == nil {
+				if err := json.Unmarshal(raw, &all); err != nil {
+					return err
+				}
+			}
+			h.WriteByte(5)
+			h.Write(all[i])
+			text.marker(string(all[i]))
 		}
-		return dst
+	default:
+		h.WriteByte(6)
+		h.Write(raw)
+		text.marker(string(raw))
 	}
-	c := canonicalJSON(nil, raw)
-	text.marker(string(c))
-	return append(append(dst, 6), c...)
-}
-
-// canonicalJSON appends raw re-encoded with sorted keys and no spaces, so
-// equal values give equal bytes; raw that does not decode is kept as it is.
-func canonicalJSON(dst []byte, raw json.RawMessage) []byte {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return append(dst, raw...)
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return append(dst, raw...)
-	}
-	return append(dst, b...)
+	h.WriteByte(0)
+	return nil
 }
 
 // blockHasher cuts text into words (split on ASCII white space) and blocks of
@@ -332,6 +329,57 @@ func (b *blockHasher) text(s []byte) {
 		b.inWord = true
 		b.h.Write(s[:i])
 		s = s[i:]
+	}
+}
+
+// jsonString feeds the text of a JSON string literal (quotes included,
+// already checked by encoding/json), undoing its escapes as it goes, so the
+// same text gives the same words however it was escaped.
+func (b *blockHasher) jsonString(raw []byte) {
+	if len(raw) < 2 {
+		return
+	}
+	s := raw[1 : len(raw)-1]
+	for {
+		i := bytes.IndexByte(s, '\\')
+		if i < 0 {
+			b.text(s)
+			return
+		}
+		b.text(s[:i])
+		if i+1 >= len(s) {
+			return
+		}
+		switch c := s[i+1]; c {
+		case 'n', 't', 'r', 'f':
+			b.endWord() // white space, as strings.Fields splits on it
+			s = s[i+2:]
+		case 'b':
+			b.inWord = true
+			b.h.WriteByte('\b')
+			s = s[i+2:]
+		case 'u':
+			if i+6 > len(s) {
+				return
+			}
+			v, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 32)
+			s = s[i+6:]
+			if err != nil {
+				continue
+			}
+			if r := rune(v); r < utf8.RuneSelf && asciiSpace[r] {
+				b.endWord()
+			} else {
+				var enc [utf8.UTFMax]byte
+				n := utf8.EncodeRune(enc[:], r)
+				b.inWord = true
+				b.h.Write(enc[:n])
+			}
+		default: // \" \\ \/
+			b.inWord = true
+			b.h.WriteByte(c)
+			s = s[i+2:]
+		}
 	}
 }
 
