@@ -176,10 +176,13 @@ func page(r Run, figs figureSet) []byte {
 			}
 		}
 		w("<tr><td>%d</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%.2f</td><td>%s</td><td class=\"l\">%s</td></tr>\n",
-			st.Sessions, verdictBadge(st.Verdict), esc(fmtCI(st.TTFTP90, 2, 1)), esc(fmtCI(st.InteractivityP90, 1, 1)), esc(fmtCI(st.ErrorRate, 2, 100)),
+			st.Sessions, verdictBadge(st.Verdict), esc(fmtCI(st.TTFTP90, 2, 1)), esc(interactivityCell(st)), esc(fmtCI(st.ErrorRate, 2, 100)),
 			st.Load.Planned, st.Load.InFlightPerSession, hit, esc(why))
 	}
 	w("</tbody></table></div>\n")
+	if note := derivedNote(s.Steps); note != "" {
+		w(`<p class="note" id="derived">%s</p>`+"\n", esc(note))
+	}
 
 	w("<h2>Missing signals</h2>\n")
 	if len(s.Missing) == 0 {

@@ -52,6 +52,9 @@ func markdown(r Run, figs figureSet) []byte {
 
 	b.WriteString("## Steps\n\n")
 	writeStepTable(&b, s.Steps, true)
+	if note := derivedNote(s.Steps); note != "" {
+		b.WriteString("\n" + note + "\n")
+	}
 	b.WriteString("\n### Parts\n\n| sessions | part | verdict | value | 95% interval | bar | margin | source |\n|---|---|---|---|---|---|---|---|\n")
 	for _, st := range s.Steps {
 		for _, p := range st.Parts {

@@ -19,6 +19,9 @@ func WriteText(w io.Writer, s Summary) error {
 		s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
 	b.WriteString("\n")
 	writeStepTable(&b, s.Steps, false)
+	if note := derivedNote(s.Steps); note != "" {
+		b.WriteString(note + "\n")
+	}
 	b.WriteString("\n")
 	for _, p := range s.Phases {
 		fmt.Fprintf(&b, "phase %-12s %-8s %s\n", p.Name, p.Status, p.Detail)
@@ -86,7 +89,7 @@ func writeStepTable(b *strings.Builder, steps []Step, md bool) {
 	for _, s := range steps {
 		rows = append(rows, []string{
 			fmt.Sprint(s.Sessions), string(s.Verdict),
-			fmtCI(s.TTFTP90, 2, 1), fmtCI(s.InteractivityP90, 1, 1), fmtPercentCI(s.ErrorRate, 1),
+			fmtCI(s.TTFTP90, 2, 1), interactivityCell(s), fmtPercentCI(s.ErrorRate, 1),
 			fmt.Sprint(s.Load.Planned), fmt.Sprintf("%.2f", s.Load.InFlightPerSession), s.CacheHit(),
 		})
 	}
