@@ -61,10 +61,15 @@ func StartSim(rc config.Recipe, opts sim.Options, addr string) (string, func() e
 		Close() error
 	}
 	var err error
-	if rc.Copies > 1 || rc.Sim.PDLinkBytesPerSecond > 0 {
-		co := sim.ClusterOptions{Options: opts, Copies: max(rc.Copies, 1), Router: strings.ReplaceAll(rc.Router, "-", "_")}
-		if link := rc.Sim.PDLinkBytesPerSecond; link > 0 {
-			co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: link}
+	l, _ := config.SimLayoutOf(rc)
+	if l.Copies > 1 || l.PrefillEngines > 0 {
+		co := sim.ClusterOptions{Options: opts, Copies: l.Copies, Router: strings.ReplaceAll(rc.Router, "-", "_")}
+		if l.PrefillEngines > 0 {
+			_, prefill, err := simProfiles(rc, opts.Personality)
+			if err != nil {
+				return "", nil, err
+			}
+			co.Disaggregated = &sim.Disaggregation{LinkBytesPerSecond: l.LinkBytesPerSecond, Prefill: prefill}
 		}
 		s, err = sim.NewCluster(co)
 	} else {
@@ -84,20 +89,6 @@ func StartSim(rc config.Recipe, opts sim.Options, addr string) (string, func() e
 // name or a file), personality (default: the recipe's engine) and faults.
 func SimOptions(rc config.Recipe) (sim.Options, error) {
 	var o sim.Options
-	name := rc.Sim.Profile
-	switch {
-	case name == "":
-		o.Profile = sim.DefaultProfile()
-	default:
-		p, err := sim.ProfileByName(name)
-		if err != nil {
-			if p, err = sim.LoadProfile(rc.Path(name)); err != nil {
-				return o, fmt.Errorf("recipe.sim.profile: %q is neither a built-in profile (%s) nor a readable profile file: %w", name, strings.Join(sim.ProfileNames(), ", "), err)
-			}
-		}
-		o.Profile = p
-	}
-	o.Profile.Model = rc.Model
 	o.Personality = rc.Sim.Personality
 	if o.Personality == "" {
 		o.Personality = "vllm"
@@ -105,6 +96,11 @@ func SimOptions(rc config.Recipe) (sim.Options, error) {
 			o.Personality = "sglang"
 		}
 	}
+	serve, _, err := simProfiles(rc, o.Personality)
+	if err != nil {
+		return o, err
+	}
+	o.Profile = serve
 	if len(rc.Sim.Faults) > 0 {
 		f, err := sim.ParseFaults(rc.Sim.Faults)
 		if err != nil {
@@ -113,4 +109,25 @@ func SimOptions(rc config.Recipe) (sim.Options, error) {
 		o.Faults = f
 	}
 	return o, nil
+}
+
+// simProfiles are the profiles of the recipe's engines: the copies' and,
+// with a prefill/decode split, the prefill engine's, each sized to the GPUs
+// recipe.sim gives it (gpus_per_copy, prefill_gpus) with its share of the
+// host cache.
+func simProfiles(rc config.Recipe, personality string) (sim.Profile, *sim.Profile, error) {
+	name := rc.Sim.Profile
+	p, sizing, err := sim.LookupProfile(name, rc.Path(name))
+	if err != nil {
+		return sim.Profile{}, nil, fmt.Errorf("recipe.sim.profile: %q is neither a built-in profile (%s) nor a readable profile file: %w", name, strings.Join(sim.ProfileNames(), ", "), err)
+	}
+	p.Model = rc.Model
+	l, _ := config.SimLayoutOf(rc)
+	top := sim.Topology{Copies: l.Copies, GPUsPerCopy: l.GPUsPerCopy, PrefillEngines: l.PrefillEngines, PrefillGPUs: l.PrefillGPUs,
+		HostCacheBytesPerGPU: l.HostCacheBytesPerGPU, HostBytesPerSecondPerGPU: l.HostBytesPerSecondPerGPU}
+	serve, prefill, err := top.Profiles(p, sizing, personality)
+	if err != nil {
+		return sim.Profile{}, nil, fmt.Errorf("recipe.sim: %w", err)
+	}
+	return serve, prefill, nil
 }

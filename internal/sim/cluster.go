@@ -54,6 +54,9 @@ type Disaggregation struct {
 	// LinkBytesPerSecond is the link's bandwidth: plain TCP on 10 GbE is
 	// about 1.25e9, RDMA (NIXL, Mooncake) about 5e10.
 	LinkBytesPerSecond float64 `json:"link_bytes_per_second"`
+	// Prefill is the prefill engine's own profile (sized to its GPUs); nil
+	// means the copies' profile.
+	Prefill *Profile `json:"-"`
 }
 
 // kvLink is the prefill-to-decode link: transfers go one at a time, in the
@@ -143,6 +146,9 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		}
 		po := o.Options
 		po.Seed += uint64(o.Copies)
+		if d.Prefill != nil {
+			po.Profile = *d.Prefill
+		}
 		p, err := New(po)
 		if err != nil {
 			return nil, err
