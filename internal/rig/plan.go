@@ -127,7 +127,7 @@ func MakePlan(cfg config.Run) (Plan, error) {
 		targets = []string{"the built-in simulator's /metrics"}
 	}
 	parts := map[string]string{
-		signal.TTFT: "ttft", signal.TPOT: "interactivity", signal.ITL: "interactivity (fallback)",
+		signal.TTFT: "ttft", signal.TPOT: "interactivity", signal.ITL: "interactivity (derived per request from inter-token latency)",
 		signal.HTTP4xx: "errors", signal.HTTP5xx: "errors", signal.RequestsAborted: "errors",
 		signal.Running: "post-flight, kill switch", signal.Waiting: "post-flight, kill switch", signal.KVCacheUsage: "KV-full stop",
 	}

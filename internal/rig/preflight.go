@@ -14,7 +14,8 @@ import (
 )
 
 // barSignals are the signals the bar needs; the alternatives in a group
-// stand in for each other (interactivity falls back to inter-token latency).
+// stand in for each other (without a per-request time per output token,
+// interactivity is derived per request from inter-token latency).
 func barSignals(clientErrors bool) [][]string {
 	out := [][]string{{signal.TTFT}, {signal.TPOT, signal.ITL}, {signal.RequestsAborted, signal.RequestsFailed}}
 	if !clientErrors {
