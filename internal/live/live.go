@@ -35,10 +35,11 @@ type Status struct {
 	StepLeft         time.Duration // modelled time left in the step, warm-up included
 	WindowLeft       time.Duration // modelled time left in the GPU window
 	// StepLen is a step's judged time and Window one judged window, both
-	// modelled. While the step is warming up, or less than one window of
-	// its judged time has passed, the line says "warming up" instead of
-	// P90s, which would still be the warm-up's or the step before's. Zero
-	// StepLen: not known, the P90s are shown as they come.
+	// modelled. Before the first step, while a step is warming up, and
+	// until one window of its judged time has passed, the line says
+	// "warming up" instead of P90s, which would still be the priming's, the
+	// warm-up's or the step before's; after its judged time, "between
+	// steps". Zero StepLen: not known, the P90s are shown as they come.
 	StepLen, Window time.Duration
 	// Clock is the run's modelled time now; 0 leaves it off the line.
 	Clock time.Duration
@@ -50,13 +51,24 @@ type Status struct {
 	Virtual bool
 }
 
-// warming reports whether the step has not yet judged one whole window.
-func (s Status) warming() bool {
-	if s.Step == 0 || s.StepLen <= 0 {
-		return false
+// between says what stands in for the running P90s while they would not be
+// this step's: "warming up" before the first step and until a step has
+// judged one whole window, "between steps" once its judged time is over;
+// "" when the P90s are the step's (or the step's length is not known).
+func (s Status) between() string {
+	if s.StepLen <= 0 {
+		return ""
 	}
-	judged := s.StepLen - s.StepLeft // negative while warming up
-	return judged < max(s.Window, time.Nanosecond)
+	if s.Step == 0 {
+		return "warming up" // lanes priming before the first step
+	}
+	if s.StepLeft <= 0 {
+		return "between steps"
+	}
+	if judged := s.StepLen - s.StepLeft; judged < max(s.Window, time.Nanosecond) {
+		return "warming up" // negative judged time: in the warm-up
+	}
+	return ""
 }
 
 // scaled reports whether the line's times are not wall time.
@@ -77,8 +89,8 @@ func (s Status) segments() []segment {
 		short := fmt.Sprintf("step %d/%d: %d sessions", s.Step, s.Steps, s.Sessions)
 		out = append(out, segment{text: fmt.Sprintf("%s, %d in flight", short, s.InFlight), drop: 7, short: short})
 	}
-	if s.warming() {
-		out = append(out, segment{text: "warming up"})
+	if b := s.between(); b != "" {
+		out = append(out, segment{text: b})
 	} else {
 		if s.TTFTP90 > 0 {
 			out = append(out, segment{text: fmt.Sprintf("P90 TTFT %.2fs", s.TTFTP90), drop: 4})

@@ -150,20 +150,29 @@ func TestWarmingUpInsteadOfEarlyP90s(t *testing.T) {
 		name    string
 		s       Status
 		warming bool
+		word    string // what stands in for the P90s; default "warming up"
 	}{
+		// The sweep's lanes priming before its first step.
+		{"before the first step", Status{Phase: "sweep", TTFTP90: 26, StepLen: 900 * time.Second, Window: 30 * time.Second}, true, ""},
+		// A step's judged time is over: the next one has not started.
+		{"after the judged time", step(0), true, "between steps"},
 		// In the warm-up (more than the judged time left): the P90s are the step before's.
-		{"warm-up", step(950 * time.Second), true},
+		{"warm-up", step(950 * time.Second), true, ""},
 		// The first seconds of the judged time: less than a window judged.
-		{"first seconds", step(890 * time.Second), true},
+		{"first seconds", step(890 * time.Second), true, ""},
 		// A whole window judged: the running P90s are this step's.
-		{"one window in", step(870 * time.Second), false},
+		{"one window in", step(870 * time.Second), false, ""},
 		// Step length not known: shown as they come, as before.
-		{"unknown length", Status{Phase: "sweep", Step: 1, Steps: 2, TTFTP90: 1, StepLeft: time.Second}, false},
+		{"unknown length", Status{Phase: "sweep", Step: 1, Steps: 2, TTFTP90: 1, StepLeft: time.Second}, false, ""},
 	}
 	for _, c := range cases {
 		got := c.s.Line()
-		if c.warming != strings.Contains(got, "warming up") || c.warming == strings.Contains(got, "P90 TTFT") {
-			t.Errorf("%s: %q, want warming up %v and P90s %v", c.name, got, c.warming, !c.warming)
+		word := c.word
+		if word == "" {
+			word = "warming up"
+		}
+		if c.warming != strings.Contains(got, word) || c.warming == strings.Contains(got, "P90 TTFT") {
+			t.Errorf("%s: %q, want %q %v and P90s %v", c.name, got, word, c.warming, !c.warming)
 		}
 	}
 }
