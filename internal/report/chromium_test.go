@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,6 +29,12 @@ func chromiumPath() string {
 // the PNG. Chromium is kept off the network.
 func screenshot(t *testing.T, page string, height int) image.Image {
 	t.Helper()
+	return screenshotW(t, page, 1280, height)
+}
+
+// screenshotW is screenshot at another window width.
+func screenshotW(t *testing.T, page string, width, height int) image.Image {
+	t.Helper()
 	bin := chromiumPath()
 	if bin == "" {
 		t.Skip("chromium is not installed, so the rendered page cannot be checked: apt-get install -y chromium")
@@ -37,7 +46,7 @@ func screenshot(t *testing.T, page string, height int) image.Image {
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
 		"--user-data-dir="+filepath.Join(tmp, "profile"), "--screenshot="+shot,
-		"--window-size=1280,"+itoa(height), "file://"+page)
+		"--window-size="+itoa(width)+","+itoa(height), "file://"+page)
 	cmd.Env = append(os.Environ(), "HOME="+tmp)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -54,7 +63,7 @@ func screenshot(t *testing.T, page string, height int) image.Image {
 	}
 	if keep := os.Getenv("HEADROOM_KEEP_SCREENSHOTS"); keep != "" {
 		b, _ := os.ReadFile(shot)
-		_ = os.WriteFile(filepath.Join(keep, filepath.Base(filepath.Dir(page))+"-"+t.Name()+".png"), b, 0o644)
+		_ = os.WriteFile(filepath.Join(keep, filepath.Base(filepath.Dir(page))+"-"+t.Name()+"-"+itoa(width)+".png"), b, 0o644)
 	}
 	return img
 }
@@ -224,5 +233,88 @@ func TestRenderedComparisonIsLegible(t *testing.T) {
 	// 2 charts x 2 recipes x 26 px bars
 	if rows < 4*20 {
 		t.Errorf("%d rows carry a bar of the comparison charts, want about %d", rows, 4*26)
+	}
+}
+
+// scrollWidth loads a copy of the page in headless Chromium at the given
+// window width, with a script added to the copy (the page has none) that
+// reports how wide the document lays out and which elements stick out of
+// the window or spill out of their own box.
+func scrollWidth(t *testing.T, page string, width int) (int, string) {
+	t.Helper()
+	bin := chromiumPath()
+	if bin == "" {
+		t.Skip("chromium is not installed, so the page's width cannot be checked: apt-get install -y chromium")
+	}
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const probe = `<script>(function(){var w=document.documentElement.clientWidth,bad=[];` +
+		`document.querySelectorAll("main *").forEach(function(e){var r=e.getBoundingClientRect();` +
+		`var spills=e instanceof HTMLElement&&e.clientWidth>0&&e.scrollWidth>e.clientWidth+1&&getComputedStyle(e).overflowX==="visible";` +
+		`if((r.right>w+0.5||spills)&&!e.closest(".scroll,.chart")){bad.push(e.tagName+(e.id?"#"+e.id:"")+(e.className&&e.className.baseVal===undefined?"."+e.className:""))}});` +
+		`document.body.setAttribute("data-probe",document.documentElement.scrollWidth+"|"+bad.slice(0,8).join(","));})();</script></body>`
+	tmp := t.TempDir()
+	copyPath := filepath.Join(tmp, "page.html")
+	if err := os.WriteFile(copyPath, []byte(strings.Replace(string(b), "</body>", probe, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+		"--user-data-dir="+filepath.Join(tmp, "profile"), "--window-size="+itoa(width)+",1000", "--dump-dom", "file://"+copyPath)
+	cmd.Env = append(os.Environ(), "HOME="+tmp)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium failed: %v", err)
+	}
+	m := regexp.MustCompile(`data-probe="([0-9]+)\|([^"]*)"`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("the probe did not run: %.300s", out)
+	}
+	n, _ := strconv.Atoi(string(m[1]))
+	return n, string(m[2])
+}
+
+// TestPagesFit700Pixels: at 700 px the headline's five cards, the tables
+// and the run section's long paths pushed report.html past the window;
+// nothing but a table or chart in its own scroll box may be wider now.
+func TestPagesFit700Pixels(t *testing.T) {
+	if chromiumPath() == "" {
+		t.Skip("chromium is not installed, so the page's width cannot be checked: apt-get install -y chromium")
+	}
+	// the default simulated run's summary, with its cost per million tokens
+	s := summaryOf(simLadder(), 8)
+	s.Recipe.Name = "a-recipe-with-a-rather-long-name-for-a-narrow-window"
+	tokens := 0.31
+	s.Cost.USDPerMillionTokens, s.Cost.FromStep = &tokens, 8
+	d, err := NewDir(t.TempDir(), s.Recipe.Name, fixedTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteJSON("summary.json", s); err != nil {
+		t.Fatal(err)
+	}
+	if err := Render(d); err != nil {
+		t.Fatal(err)
+	}
+	_, cmpPage, err := Compare([]*Dir{d, synthRun(t, "bigger", 4, Mix{Heavy: 0.5, Light: 0.5}, ladder, ladderCapacity, 15, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmp := filepath.Join(t.TempDir(), "compare.html")
+	if err := os.WriteFile(cmp, cmpPage, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{d.File("report.html"), cmp} {
+		w, bad := scrollWidth(t, p, 700)
+		if w > 700 || bad != "" {
+			t.Errorf("%s lays out %d px wide in a 700 px window; sticking out: %s", filepath.Base(p), w, bad)
+		}
+	}
+	if keep := os.Getenv("HEADROOM_KEEP_SCREENSHOTS"); keep != "" {
+		screenshotW(t, d.File("report.html"), 700, 3000)
 	}
 }

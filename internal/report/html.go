@@ -25,7 +25,8 @@ h3 { font-size: 18px; margin: 0 0 4px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 12px; margin: 8px 0 14px; }
 .card { border: 1px solid #8c959f; border-radius: 8px; padding: 10px 14px; background: #f6f8fa; min-width: 0; }
 .card .k { font-size: 13px; text-transform: uppercase; letter-spacing: .04em; color: #424a53; font-weight: 600; }
-.card .v { font-size: 26px; font-weight: 700; line-height: 1.25; }
+.card .v { font-size: 26px; font-weight: 700; line-height: 1.25; overflow-wrap: anywhere; }
+.card .badge { white-space: normal; }
 .card .d { font-size: 14px; color: #424a53; }
 .barline { background: #f6f8fa; border-left: 5px solid #1a7f37; padding: 8px 12px; margin: 0 0 8px; }
 figure { margin: 22px 0 0; break-inside: avoid; page-break-inside: avoid; min-width: 0; }
