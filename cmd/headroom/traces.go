@@ -94,6 +94,6 @@ requests, subagent requests included.`,
 	synth.Flags().Uint64Var(&seed, "seed", 1, "seed; the same seed writes the same sessions")
 	synth.Flags().Float64Var(&heavy, "heavy", 0.5, "share of heavy sessions")
 	synth.Flags().StringVarP(&out, "output", "o", "-", "file to write (JSONL, one trace per line); - for stdout")
-	cmd.AddCommand(stats, synth)
+	cmd.AddCommand(stats, synth, anonymiseCmd(stdout))
 	return cmd
 }

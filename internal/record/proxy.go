@@ -266,10 +266,10 @@ var copyPool = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func (copyBuffers) Get() []byte  { return *copyPool.Get().(*[]byte) }
 func (copyBuffers) Put(b []byte) { copyPool.Put(&b) }
 
-// defaultTransport reaches the upstream: headroom's base transport without
+// DefaultTransport reaches the upstream: headroom's base transport without
 // proxies, with enough idle connections that 1,000 concurrent agents do
 // not dial for every request, and answers passed through as encoded.
-func defaultTransport() *http.Transport {
+func DefaultTransport() *http.Transport {
 	t := transport.Base()
 	t.MaxIdleConns = 0
 	t.MaxIdleConnsPerHost = 4096

@@ -143,7 +143,7 @@ func New(o Options) (*Recorder, error) {
 		o.Log = func(string, ...any) {}
 	}
 	if o.Transport == nil {
-		o.Transport = defaultTransport()
+		o.Transport = DefaultTransport()
 	}
 	var id [4]byte
 	if _, err := rand.Read(id[:]); err != nil {
