@@ -72,7 +72,7 @@ simulated gateway: no GPU, no cluster and no network needed.`,
 		SilenceErrors: true,
 		Version:       fullVersion(),
 	}
-	root.AddCommand(runCmd(stdout, stderr), planCmd(stdout), evalCmd(stdout, stderr), judgeCmd(stdout), reportCmd(stdout), compareCmd(stdout), recipeCmd(stdout), simCmd(stderr), tracesCmd(stdout), rehearseCmd(stdout, stderr), smokeCmd(stdout, stderr))
+	root.AddCommand(runCmd(stdout, stderr), planCmd(stdout), evalCmd(stdout, stderr), judgeCmd(stdout), reportCmd(stdout), compareCmd(stdout), recipeCmd(stdout), simCmd(stdout, stderr), tracesCmd(stdout), rehearseCmd(stdout, stderr), smokeCmd(stdout, stderr))
 	root.AddCommand(runsCmd(stdout, stderr))
 	root.AddCommand(simulateCmd(stdout, stderr))
 	root.AddCommand(promoteCmd(stdout, stderr))
