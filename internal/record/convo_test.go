@@ -37,7 +37,13 @@ func msgs(parts ...string) []map[string]any {
 // one second, its answer's usage giving words as prompt tokens.
 func (sh *shaper) shape(t *testing.T, ms []map[string]any) *shape {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"model": "m", "messages": ms, "stream": true})
+	return sh.shapeBody(t, ms, map[string]any{"model": "m", "messages": ms, "stream": true})
+}
+
+// shapeBody is shape for a request body of its own (another model, tools).
+func (sh *shaper) shapeBody(t *testing.T, ms []map[string]any, req map[string]any) *shape {
+	t.Helper()
+	body, _ := json.Marshal(req)
 	words := 0
 	for _, m := range ms {
 		words += len(strings.Fields(m["content"].(string)))
@@ -144,4 +150,46 @@ func mustURL(s string) *url.URL {
 		panic(err)
 	}
 	return u
+}
+
+// TestConversationIdentity: what makes a prompt the same as before. A
+// cache_control marker moving between messages does not break a
+// conversation; another model or other tools start a new one.
+func TestConversationIdentity(t *testing.T) {
+	sh := newShaper()
+	cs := newConversations("rec", time.Hour)
+	first := msgs("system:be careful", "user:fix it")
+	cs.add(sh.shape(t, first))
+	marked := msgs("system:be careful", "user:fix it", "assistant:ok", "user:go")
+	marked[1]["cache_control"] = map[string]any{"type": "ephemeral"}
+	cs.add(sh.shape(t, marked))
+	other := msgs("system:be careful", "user:fix it", "assistant:ok", "user:go", "assistant:done", "user:more")
+	cs.add(sh.shapeBody(t, other, map[string]any{"model": "other", "messages": other}))
+	tools := []map[string]any{{"type": "function", "function": map[string]any{"name": "read"}}}
+	cs.add(sh.shapeBody(t, other, map[string]any{"model": "m", "messages": other, "tools": tools}))
+	var got []string
+	for _, f := range cs.closeAll() {
+		got = append(got, layout(f.trace.Requests))
+	}
+	if fmt.Sprint(got) != "[.. . .]" {
+		t.Errorf("conversations %q, want [.. . .]: the marker kept one, another model and other tools made two more", got)
+	}
+}
+
+// TestTextBlocksIgnoreEscaping: the same text escaped two ways gives the
+// same words and blocks; a word boundary inside an escape is one.
+func TestTextBlocksIgnoreEscaping(t *testing.T) {
+	seed := maphash.MakeSeed()
+	words := strings.Repeat("alpha beta\ngamma ", 50)
+	a := newBlockHasher(seed, 8)
+	a.jsonString([]byte(`"` + strings.ReplaceAll(words, "\\n", "\\u000a") + `"`))
+	a.jsonString([]byte(`"caf\u00e9 \/x"`))
+	a.end()
+	b := newBlockHasher(seed, 8)
+	b.text([]byte(strings.ReplaceAll(words, "\\n", "\n")))
+	b.text([]byte("caf\u00e9 /x"))
+	b.end()
+	if a.words != 152 || a.words != b.words || fmt.Sprint(a.blocks) != fmt.Sprint(b.blocks) {
+		t.Errorf("escaped: %d words, %d blocks; plain: %d words, %d blocks", a.words, len(a.blocks), b.words, len(b.blocks))
+	}
 }

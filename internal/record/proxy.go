@@ -89,6 +89,9 @@ func (r *Recorder) newProxy() http.Handler {
 		r.stats.chats.Add(1)
 		x := &exchange{arrival: r.o.Now(), reqDone: make(chan struct{}), req: getBuf(), reqLen: req.ContentLength}
 		for _, h := range authHeaders {
+			if !r.tok.wanted() {
+				break // text blocks: the key is not kept past the pass-through
+			}
 			if v := req.Header.Values(h); len(v) > 0 {
 				if x.auth == nil {
 					x.auth = http.Header{}
