@@ -384,7 +384,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		legend = append(legend, legendItem{hollowMarker("pass", 12, 10, 6), "first run of a repeated step (the line goes through both runs pooled)"})
 	}
 	if unmeasured {
-		legend = append(legend, legendItem{lineMark(colCurve, "6 5", 2) + unknownMark(20, 10), "not measured"})
+		legend = append(legend, legendItem{lineMark(colCurve, "6 5", 2) + unknownMark(12, 10), "not measured"})
 	}
 	legend = append(legend, legendItem{errorBarMark(), "95% interval"})
 	if bucket {

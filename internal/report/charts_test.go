@@ -90,9 +90,15 @@ var (
 	curveRe     = regexp.MustCompile(`<polyline[^>]*points="([^"]+)"[^>]*stroke="#0969da"`)
 )
 
+// narrowRe is a chart's second drawing, for windows of 760 px or less.
+var narrowRe = regexp.MustCompile(`(?s)<div class="chart narrow">.*?</svg>\s*</div>`)
+
+// wideOnly is the page without the charts drawn for narrow windows.
+func wideOnly(page string) string { return narrowRe.ReplaceAllString(page, "") }
+
 func chartOf(t *testing.T, page string, i int) string {
 	t.Helper()
-	svgs := svgRe.FindAllString(page, -1)
+	svgs := svgRe.FindAllString(wideOnly(page), -1)
 	if len(svgs) <= i {
 		t.Fatalf("the page has %d charts, want chart %d", len(svgs), i)
 	}

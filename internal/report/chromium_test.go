@@ -308,6 +308,13 @@ func TestPagesFit700Pixels(t *testing.T) {
 	if err := os.WriteFile(cmp, cmpPage, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// the charts are drawn again for a narrow window, where the wide
+	// drawing's text would shrink past reading
+	for _, p := range []string{read(t, d.File("report.html")), string(cmpPage)} {
+		if n := strings.Count(p, `<div class="chart narrow"><svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 760 `); n < 2 {
+			t.Errorf("%d charts drawn 760 wide for a narrow window, want at least the TTFT and interactivity charts", n)
+		}
+	}
 	for _, p := range []string{d.File("report.html"), cmp} {
 		w, bad := scrollWidth(t, p, 700)
 		if w > 700 || bad != "" {

@@ -52,7 +52,7 @@ func TestCompareLaysOutTheReferenceTable(t *testing.T) {
 		}
 	}
 	// TTFT on the main mix and on light-only, interactivity, per node, per dollar
-	if n := strings.Count(h, "<svg "); n != 5 {
+	if n := strings.Count(wideOnly(h), "<svg "); n != 5 {
 		t.Errorf("comparison page has %d charts, want 5", n)
 	}
 	if _, _, err := Compare(nil); err == nil {
@@ -211,7 +211,7 @@ func TestCompareOverlaysCurves(t *testing.T) {
 	}
 	h := string(page)
 	for _, id := range []string{"chart-cmp-ttft", "chart-cmp-interactivity", "chart-cmp-ttft-light"} {
-		m := regexp.MustCompile(`(?s)<figure id="` + id + `">.*?</figure>`).FindString(h)
+		m := regexp.MustCompile(`(?s)<figure id="` + id + `">.*?</figure>`).FindString(wideOnly(h))
 		if m == "" {
 			t.Errorf("the page has no %s overlay", id)
 			continue

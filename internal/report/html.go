@@ -31,6 +31,7 @@ h3 { font-size: 18px; margin: 0 0 4px; }
 .barline { background: #f6f8fa; border-left: 5px solid #1a7f37; padding: 8px 12px; margin: 0 0 8px; }
 figure { margin: 22px 0 0; break-inside: avoid; page-break-inside: avoid; min-width: 0; }
 figure .chart { overflow-x: auto; }
+figure .chart.narrow { display: none; }
 figure svg { display: block; width: 100%; height: auto; border: 1px solid #d0d7de; border-radius: 6px; background: #fff; }
 figcaption { font-size: 15px; color: #424a53; margin-top: 6px; }
 .pair { display: grid; grid-template-columns: repeat(auto-fit, minmax(440px, 1fr)); gap: 0 18px; }
@@ -60,7 +61,8 @@ footer { margin-top: 36px; color: #57606a; font-size: 13px; }
   h2 { font-size: 20px; }
   .card .v { font-size: 22px; }
   .pair { grid-template-columns: minmax(0, 1fr); }
-  figure svg { min-width: 640px; }
+  figure .chart.wide { display: none; }
+  figure .chart.narrow { display: block; }
   table { font-size: 14px; }
   dl.fields { grid-template-columns: minmax(0, 1fr); gap: 0; }
   dl.fields dd { margin-bottom: 6px; }
@@ -69,7 +71,8 @@ footer { margin-top: 36px; color: #57606a; font-size: 13px; }
   main { max-width: none; padding: 0; }
   body { font-size: 11pt; }
   h2 { break-after: avoid; }
-  figure svg { min-width: 0; }
+  figure .chart.wide { display: block; }
+  figure .chart.narrow { display: none; }
 }
 `
 
@@ -88,7 +91,13 @@ func verdictBadge(v verdict.Verdict) string {
 func HTML(r Run) []byte { return page(r, runFigures(r)) }
 
 func writeFigure(b *strings.Builder, f figure) {
-	fmt.Fprintf(b, "<figure id=\"%s\">\n<h3>%s</h3>\n<div class=\"chart\">%s</div><figcaption>%s</figcaption>\n</figure>\n", f.id, esc(f.title), f.svg, esc(f.caption))
+	fmt.Fprintf(b, "<figure id=\"%s\">\n<h3>%s</h3>\n", f.id, esc(f.title))
+	if f.narrow == "" {
+		fmt.Fprintf(b, "<div class=\"chart\">%s</div>", f.svg)
+	} else {
+		fmt.Fprintf(b, "<div class=\"chart wide\">%s</div><div class=\"chart narrow\">%s</div>", f.svg, f.narrow)
+	}
+	fmt.Fprintf(b, "<figcaption>%s</figcaption>\n</figure>\n", esc(f.caption))
 }
 
 func page(r Run, figs figureSet) []byte {

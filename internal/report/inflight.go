@@ -195,7 +195,10 @@ func tierFinding(ts []StepTiers) string {
 		parts = append(parts, fmt.Sprintf("%s %.2f", n, mean[n]))
 	}
 	out := fmt.Sprintf("Requests in flight per session, averaged over the steps: %s.", strings.Join(parts, ", "))
-	if _, ok := mean["light"]; ok && names[0] == "light" {
+	switch first, second := mean[names[0]], mean[names[1]]; {
+	case first < 1.1*second:
+		out += " The tiers keep about as many requests in flight per session (within 10%)."
+	case names[0] == "light":
 		out += " Light users aren't light: their subagents keep more requests in flight per session than the heavy sessions' long prompts do, so plan capacity in requests in flight as well as in users."
 	}
 	return out
@@ -231,6 +234,7 @@ func inFlightChart(ts []StepTiers, width float64) string {
 		steps = append(steps, Step{Sessions: st.Sessions})
 	}
 	p.axes(sessionTicks(steps, xMax), niceTicks(0, top, 5), tickLabel, tickLabel, "concurrent sessions", "requests in flight per session")
+	var labels []endLabel
 	for i, n := range names {
 		col := tierColours[i%len(tierColours)]
 		// one point per number of sessions: the latest step at it
@@ -269,14 +273,27 @@ func inFlightChart(ts []StepTiers, width float64) string {
 				s, t.Sessions, esc(n), t.InFlightPerSession, t.Requests, t.SubagentRequests, shapeMark(i, x, y, col))
 		}
 		if len(xs) > 0 {
-			t := latest[xs[len(xs)-1]]
-			if !math.IsNaN(t.InFlightPerSession) {
-				p.haloText(p.px(float64(xs[len(xs)-1]))+10, p.py(t.InFlightPerSession)+5, "start", `font-size="14" font-weight="700" fill="`+col+`"`, n)
+			if t := latest[xs[len(xs)-1]]; !math.IsNaN(t.InFlightPerSession) {
+				labels = append(labels, endLabel{p.px(float64(xs[len(xs)-1])) + 10, p.py(t.InFlightPerSession) + 5, col, n})
 			}
 		}
 	}
+	// the names at the lines' ends, pushed apart where the lines end close
+	sort.Slice(labels, func(a, b int) bool { return labels[a].y < labels[b].y })
+	for i := 1; i < len(labels); i++ {
+		labels[i].y = math.Max(labels[i].y, labels[i-1].y+16)
+	}
+	for _, l := range labels {
+		p.haloText(l.x, l.y, "start", `font-size="14" font-weight="700" fill="`+l.col+`"`, l.text)
+	}
 	p.legend(legend)
 	return p.svg("Requests in flight per session, by tier")
+}
+
+// endLabel is a series' name at the end of its line.
+type endLabel struct {
+	x, y      float64
+	col, text string
 }
 
 // shapeMark is the i-th series' marker: circle, square, diamond, triangle

@@ -162,3 +162,21 @@ func read(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+// TestTierFindingNeedsARealGap: the default run's light 0.97 against heavy
+// 0.90 requests in flight per session was called "light users aren't
+// light"; within 10% the tiers keep about as many.
+func TestTierFindingNeedsARealGap(t *testing.T) {
+	tiers := func(light, heavy float64) []StepTiers {
+		return []StepTiers{{Sessions: 8, Tiers: []TierLoad{{Tier: "heavy", Sessions: 4, InFlightPerSession: heavy}, {Tier: "light", Sessions: 4, InFlightPerSession: light}}}}
+	}
+	if got := tierFinding(tiers(0.97, 0.90)); strings.Contains(got, "aren't light") || !strings.Contains(got, "about as many") {
+		t.Errorf("0.97 against 0.90: %q", got)
+	}
+	if got := tierFinding(tiers(1.4, 0.9)); !strings.Contains(got, "Light users aren't light") {
+		t.Errorf("1.4 against 0.9: %q", got)
+	}
+	if got := tierFinding(tiers(0.5, 0.9)); strings.Contains(got, "aren't light") || strings.Contains(got, "about as many") {
+		t.Errorf("0.5 against 0.9: %q", got)
+	}
+}

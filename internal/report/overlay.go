@@ -22,7 +22,7 @@ type overlaid struct {
 // dashed "?" where a step was not measured or the next step was not run,
 // and ▲ on the bar's line, in the recipe's colour, where it crosses (at its
 // capacity for the part that limited it).
-func overlayChart(runs []overlaid, m stepMetric, title string) string {
+func overlayChart(runs []overlaid, m stepMetric, title string, width float64) string {
 	maxS := 1.0
 	var all []Step
 	type prepared struct {
@@ -43,18 +43,25 @@ func overlayChart(runs []overlaid, m stepMetric, title string) string {
 		all = append(all, curve...)
 		prep = append(prep, prepared{curve, x, ext})
 	}
-	xMax := maxS + math.Max(1.5, 0.1*maxS)
+	// room right of the last step for each line's name
+	longest := 0
+	for _, r := range runs {
+		longest = max(longest, len([]rune(r.name)))
+	}
+	plotW := width - 86 - 36
+	frac := math.Min(0.35, (30+7.8*float64(longest))/plotW)
+	xMax := math.Max(maxS+math.Max(1.5, 0.1*maxS), maxS/(1-frac))
 	var legend []legendItem
 	for i, r := range runs {
 		col := recipeColours[i%len(recipeColours)]
 		legend = append(legend, legendItem{lineMark(col, "", 2.2) + shapeMark(i, 12, 10, col), r.name})
 	}
 	legend = append(legend,
-		legendItem{lineMark(colMuted, "6 5", 2) + unknownMark(20, 10), "not measured"},
+		legendItem{lineMark(colMuted, "6 5", 2) + unknownMark(12, 10), "not measured"},
 		legendItem{swatch(colBand, colBarLine), "within the bar"},
 		legendItem{triangle(12, 18), "crosses the bar"},
 	)
-	g := sessionsPlot(m, chartW, 460, all, xMax, legend)
+	g := sessionsPlot(m, width, 460, all, xMax, legend)
 	p := g.p
 	xt := sessionTicks(all, xMax)
 	for _, pr := range prep {
@@ -131,17 +138,20 @@ func overlayFigures(rows []comparedRecipe) []figure {
 	if len(mainRuns) > 0 {
 		out = append(out, figure{id: "chart-cmp-ttft", title: "P90 TTFT as concurrent sessions step up, per recipe",
 			caption: "Each recipe's P90 TTFT on its mix, its line through the pooled value of a repeated step, the whisker its 95% interval; the green band is the bar, a dashed ? is a step not measured or not run, and ▲ marks where each recipe crosses the bar (its capacity, where TTFT limited it).",
-			svg:     overlayChart(mainRuns, metric(mainRuns, 0), "P90 TTFT against concurrent sessions, per recipe")})
+			svg:     overlayChart(mainRuns, metric(mainRuns, 0), "P90 TTFT against concurrent sessions, per recipe", chartW),
+			narrow:  overlayChart(mainRuns, metric(mainRuns, 0), "P90 TTFT against concurrent sessions, per recipe", halfW)})
 	}
 	if len(lightRuns) > 0 {
 		out = append(out, figure{id: "chart-cmp-ttft-light", title: "The same for light-only sessions",
 			caption: "P90 TTFT of each recipe's light-only run, for comparison.",
-			svg:     overlayChart(lightRuns, metric(lightRuns, 0), "P90 TTFT against concurrent light-only sessions, per recipe")})
+			svg:     overlayChart(lightRuns, metric(lightRuns, 0), "P90 TTFT against concurrent light-only sessions, per recipe", chartW),
+			narrow:  overlayChart(lightRuns, metric(lightRuns, 0), "P90 TTFT against concurrent light-only sessions, per recipe", halfW)})
 	}
 	if len(mainRuns) > 0 {
 		out = append(out, figure{id: "chart-cmp-interactivity", title: "P90 interactivity as concurrent sessions step up, per recipe",
 			caption: "The tokens/s per user that 90% of streams beat, at every load each recipe ran. Higher is better; the green band is the bar.",
-			svg:     overlayChart(mainRuns, metric(mainRuns, 1), "P90 interactivity against concurrent sessions, per recipe")})
+			svg:     overlayChart(mainRuns, metric(mainRuns, 1), "P90 interactivity against concurrent sessions, per recipe", chartW),
+			narrow:  overlayChart(mainRuns, metric(mainRuns, 1), "P90 interactivity against concurrent sessions, per recipe", halfW)})
 	}
 	return out
 }

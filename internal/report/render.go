@@ -84,9 +84,11 @@ func ReportJSON(r Run) ([]byte, error) {
 }
 
 // figure is one chart of a run: inline SVG in report.html, and an SVG file
-// beside report.md that it links.
+// beside report.md that it links. narrow, when set, is the same chart drawn
+// for a window of 760 px or less, where the wide one's text would shrink
+// past reading.
 type figure struct {
-	id, file, title, caption, svg string
+	id, file, title, caption, svg, narrow string
 }
 
 // figureSet is a run's charts, by the section that shows them.
@@ -101,7 +103,7 @@ func (f figureSet) all() []figure {
 	return append(append(append(append([]figure(nil), f.bar...), f.mixes...), f.tiers...), f.engine...)
 }
 
-// halfW is the width of a chart drawn beside another.
+// halfW is the width of a chart drawn beside another, or for a narrow window.
 const halfW = 760.0
 
 func runFigures(r Run) figureSet {
@@ -114,7 +116,7 @@ func runFigures(r Run) figureSet {
 	}
 	for _, m := range stepMetrics(s) {
 		fs.bar = append(fs.bar, figure{id: "chart-" + m.id, file: "chart-" + m.id + ".svg", title: m.title + " against concurrent sessions",
-			caption: captions[m.id], svg: stepChart(s, m, chartW)})
+			caption: captions[m.id], svg: stepChart(s, m, chartW), narrow: stepChart(s, m, halfW)})
 	}
 	if len(s.Mixes) > 0 {
 		ttft := stepMetrics(s)[0]
@@ -130,12 +132,12 @@ func runFigures(r Run) figureSet {
 	if len(tierNames(r.Tiers)) > 0 {
 		fs.tiers = append(fs.tiers, figure{id: "chart-tiers", file: "chart-tiers.svg", title: "Requests in flight per session, by tier",
 			caption: "From records.jsonl: each tier's requests in flight over the step's judged time, per session of the tier, subagents' included.",
-			svg:     inFlightChart(r.Tiers, chartW)})
+			svg:     inFlightChart(r.Tiers, chartW), narrow: inFlightChart(r.Tiers, halfW)})
 	}
 	fs.engine = append(fs.engine,
-		figure{id: "chart-kv", file: "chart-kv.svg", title: "KV cache use over time", svg: kvChart(r),
+		figure{id: "chart-kv", file: "chart-kv.svg", title: "KV cache use over time", svg: kvChart(r, chartW), narrow: kvChart(r, halfW),
 			caption: "Share of the KV cache in use at each scrape. A cache that stays full means requests queue or get preempted: the sweep stops there."},
-		figure{id: "chart-queue", file: "chart-queue.svg", title: "Requests running and waiting over time", svg: queueChart(r),
+		figure{id: "chart-queue", file: "chart-queue.svg", title: "Requests running and waiting over time", svg: queueChart(r, chartW), narrow: queueChart(r, halfW),
 			caption: "Requests the engine is running (solid) and holding in its queue (dashed). A waiting line that keeps growing within a step means the step is past what the engine can serve."},
 	)
 	return fs

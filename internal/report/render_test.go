@@ -185,7 +185,11 @@ func TestRenderWritesSelfContainedReport(t *testing.T) {
 		}
 	}
 	// every chart is well-formed SVG
-	svgs := regexp.MustCompile(`(?s)<svg .*?</svg>`).FindAllString(page, -1)
+	// each chart twice: for a wide window and for one of 760 px or less
+	if n := len(svgRe.FindAllString(page, -1)); n != 10 {
+		t.Errorf("report.html has %d SVG drawings, want 10", n)
+	}
+	svgs := svgRe.FindAllString(wideOnly(page), -1)
 	if len(svgs) != 5 {
 		t.Errorf("report.html has %d SVG charts, want 5", len(svgs))
 	}

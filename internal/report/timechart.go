@@ -18,7 +18,7 @@ type gaugeLine struct {
 
 // timeChart draws gauges over modelled time, with each step's span marked:
 // its warm-up shaded grey, its start as a line and its sessions on top.
-func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, title string, fixedTop float64, missing string) string {
+func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, title string, fixedTop float64, missing string, width float64) string {
 	end := 0.0
 	for _, g := range series {
 		end = math.Max(end, g.AtS)
@@ -50,8 +50,18 @@ func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, tit
 		top = niceCeil(math.Max(top*1.1, 1), 5)
 	}
 	xMax := end / div
-	p := newPlot(400, 0, xMax, 0, top)
+	var items []legendItem
+	for _, l := range lines {
+		items = append(items, legendItem{lineMark(l.col, l.dash, l.width), l.label})
+	}
+	items = append(items,
+		legendItem{swatch(colWarmup, "#8c959f"), "warm-up (not judged)"},
+		legendItem{`<text x="12" y="15" text-anchor="middle" font-size="14" font-weight="700" fill="` + colInk + `">12</text>`, "sessions in the step"},
+	)
+	p := newPlotW(width, 400, 0, xMax, 0, top)
+	p.fitLegend(items)
 	p.t += 20 // room for the step labels
+	p.h += 20
 
 	// step spans
 	prevEnd := 0.0
@@ -69,16 +79,15 @@ func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, tit
 		p.text(mid, p.py(top)-5, "middle", `font-size="14" font-weight="700" fill="`+colInk+`"`, fmt.Sprint(st.Sessions))
 		p.add("</g>\n")
 	}
-	xt := niceTicks(0, xMax, 12)
+	xt := niceTicks(0, xMax, max(4, int(12*width/chartW)))
 	p.axes(xt, niceTicks(0, top, 5), tickLabel, tickLabel, "modelled time since the run started ("+unit+")", ylabel)
 
 	if !have {
 		p.text((p.l+p.w-p.r)/2, (p.t+p.h-p.b)/2, "middle", `font-size="17" font-weight="600" fill="`+colMuted+`"`, missing)
 	}
-	width := int(p.w - p.l - p.r)
-	var items []legendItem
+	cols := int(p.w - p.l - p.r)
 	for _, l := range lines {
-		pts := thin(series, l, width)
+		pts := thin(series, l, cols)
 		var sb strings.Builder
 		seg := 0
 		flush := func() {
@@ -102,12 +111,7 @@ func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, tit
 			seg++
 		}
 		flush()
-		items = append(items, legendItem{lineMark(l.col, l.dash, l.width), l.label})
 	}
-	items = append(items,
-		legendItem{swatch(colWarmup, "#8c959f"), "warm-up (not judged)"},
-		legendItem{`<text x="12" y="15" text-anchor="middle" font-size="14" font-weight="700" fill="` + colInk + `">12</text>`, "sessions in the step"},
-	)
 	p.legend(items)
 	return p.svg(title)
 }
@@ -174,17 +178,17 @@ func thin(series []GaugePoint, l gaugeLine, columns int) []thinPoint {
 	return kept
 }
 
-func kvChart(r Run) string {
+func kvChart(r Run, width float64) string {
 	return timeChart(r.Series, r.Summary.Steps, []gaugeLine{
 		{label: "KV cache in use", value: func(g GaugePoint) *float64 { return g.KVCacheUsage }, scale: 100, col: colKV, width: 2.5},
 	}, "KV cache in use (%)", "KV cache use over time", 100,
-		"no KV cache gauge in metrics.jsonl: the engine did not report kv_cache_usage")
+		"no KV cache gauge in metrics.jsonl: the engine did not report kv_cache_usage", width)
 }
 
-func queueChart(r Run) string {
+func queueChart(r Run, width float64) string {
 	return timeChart(r.Series, r.Summary.Steps, []gaugeLine{
 		{label: "running", value: func(g GaugePoint) *float64 { return g.Running }, scale: 1, col: colRunning, width: 2.2},
 		{label: "waiting", value: func(g GaugePoint) *float64 { return g.Waiting }, scale: 1, col: colWaiting, dash: "8 4", width: 2.6},
 	}, "requests", "Requests running and waiting over time", 0,
-		"no running/waiting gauges in metrics.jsonl: the engine did not report its queue")
+		"no running/waiting gauges in metrics.jsonl: the engine did not report its queue", width)
 }
