@@ -20,7 +20,7 @@ import (
 type notifier struct {
 	send     *notify.Sender
 	redact   *transport.Redactor // set before the first post
-	secrets  []string            // the GitHub token and webhook URL, for the redactor
+	secrets  []string            // the GitHub token, for the redactor
 	warnings []string            // what stopped a target before it started
 }
 
@@ -39,8 +39,10 @@ func startNotifierWith(cfg config.Run, env func(string) (string, bool), o notify
 	n := &notifier{}
 	var targets []notify.Target
 	if nc.Webhook != "" {
+		// the webhook's path is its secret, but it is never in a message
+		// or an error (notify names a webhook by its host), and as a
+		// secret its bare host would redact the endpoint's URLs too
 		targets = append(targets, notify.Webhook{URL: nc.Webhook})
-		n.secrets = append(n.secrets, nc.Webhook)
 	}
 	if g := nc.GitHub; g != nil {
 		name := g.TokenEnv
@@ -71,7 +73,7 @@ func newNotifier(url string) *notifier {
 }
 
 // redacting makes every later post and warning pass through r, and
-// registers the token and webhook URL with it so neither is ever written.
+// registers the GitHub token with it so it is never written.
 func (n *notifier) redacting(r *transport.Redactor) {
 	if n == nil {
 		return

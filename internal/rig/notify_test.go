@@ -80,6 +80,15 @@ func TestNotifierFailuresAreWarnings(t *testing.T) {
 		GitHub:  &config.GitHub{Repo: "acme/serving", PR: 5, TokenEnv: "HR_UNSET_TOKEN"}}}
 	n := startNotifierWith(cfg, func(string) (string, bool) { return "", false }, fastNotify)
 	n.redacting(new(transport.Redactor))
+	// A webhook is not registered as a secret: a bare host would redact
+	// every URL on it (config.yaml read "webhook: [redacted]/[redacted]").
+	bare := startNotifierWith(config.Run{Notify: config.Notify{Webhook: down.URL}}, nil, fastNotify)
+	red := new(transport.Redactor)
+	bare.redacting(red)
+	bare.finish()
+	if got := red.String(down.URL + "/metrics"); got != down.URL+"/metrics" {
+		t.Errorf("the redactor turns %s/metrics into %q", down.URL, got)
+	}
 	n.post(live.Message{Text: "r: step 1", Event: "step"})
 	w := n.finish()
 	text := strings.Join(w, "\n")
