@@ -142,6 +142,8 @@ func runRecipe(cmd *cobra.Command, stdout, stderr io.Writer, cfg config.Run, f r
 			err = rerr
 			sum.Error = rerr.Error()
 		}
+		// the finished directory, renderings included, to the bucket
+		rig.UploadRun(cmd.Context(), cfg.Report.Upload, &sum, os.Getenv, stderr)
 	}
 	// --json always prints a summary, with the error of a run that
 	// ended in one; the text summary needs a run directory to show

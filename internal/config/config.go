@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/recipe"
+	"github.com/headroom-bench/headroom/internal/upload"
 )
 
 // Version is the run-file schema version this build reads.
@@ -39,6 +40,14 @@ type Run struct {
 	TimeScale Scale `json:"time_scale"`
 	// Output is the folder under which run directories are made.
 	Output string `json:"output"`
+	// Report says where the finished run directory goes besides Output.
+	Report Report `json:"report,omitempty"`
+}
+
+// Report is what becomes of a finished run directory.
+type Report struct {
+	// Upload copies it to an S3-compatible bucket.
+	Upload upload.Config `json:"upload,omitempty"`
 }
 
 // Recipe is one serving setup and what it costs; it may live in its own
@@ -331,6 +340,9 @@ func (r Run) Validate() error {
 	}
 	if r.Version != Version {
 		bad("version", "this build reads version %d, the file says %d", Version, r.Version)
+	}
+	if err := r.Report.Upload.Validate("report.upload"); err != nil {
+		errs = append(errs, strings.Split(err.Error(), "\n")...)
 	}
 	if !r.TimeScale.Virtual() && (r.TimeScale <= 0 || r.TimeScale > 1000) {
 		bad("time_scale", "must be in (0, 1000] or \"virtual\", got %g", r.TimeScale)

@@ -247,6 +247,9 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		return report.Summary{}, err
 	}
 	defer files.close()
+	if err := stampVersion(r.dir, r.o.Version); err != nil {
+		return report.Summary{}, err
+	}
 
 	// Rollout, and rollback always: whatever happens from here on, the
 	// previous recipe is put back before the run is over.
