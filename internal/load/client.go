@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -98,12 +99,13 @@ type Result struct {
 // Stream sends one chat completion whose single user message is prompt,
 // capped at maxTokens, and reads the stream until [DONE]. deadline is the
 // wall-clock time the request may take; the parent ctx being cancelled makes
-// the result an abort.
+// the result an abort. prompt is read, not copied, while the request is sent:
+// the caller keeps it unchanged until Stream returns.
 func (c *Client) Stream(ctx context.Context, prompt []byte, maxTokens int, deadline time.Duration) (res Result) {
 	buf := c.bufs.Get().(*bytes.Buffer)
 	defer c.bufs.Put(buf)
 	buf.Reset()
-	c.body(buf, prompt, maxTokens)
+	body := c.requestBody(buf, prompt, maxTokens)
 
 	var rctx context.Context
 	var cancel context.CancelFunc
@@ -126,10 +128,12 @@ func (c *Client) Stream(ctx context.Context, prompt []byte, maxTokens int, deadl
 		}
 		return res
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, bytes.NewReader(buf.Bytes()))
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, body)
 	if err != nil {
 		return fail(ErrConnect, err)
 	}
+	req.ContentLength = int64(body.Len())
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.again()), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := c.http.Do(req)
@@ -179,6 +183,100 @@ func (c *Client) body(buf *bytes.Buffer, prompt []byte, maxTokens int) {
 	buf.WriteString(`,"stream":true,"stream_options":{"include_usage":true}}`)
 }
 
+// requestBody is the request JSON that body writes, as a reader. A prompt
+// with nothing to escape (the placeholder text) is not copied: the body
+// reads the JSON around it from buf and the prompt from its own slice, so
+// a long prompt costs one pass that checks it and none that copies it.
+func (c *Client) requestBody(buf *bytes.Buffer, prompt []byte, maxTokens int) *chatBody {
+	if !plainJSON(prompt) || !plainJSON([]byte(c.model)) {
+		c.body(buf, prompt, maxTokens)
+		return &chatBody{parts: [3][]byte{buf.Bytes()}}
+	}
+	buf.WriteString(`{"model":"`)
+	buf.WriteString(c.model)
+	buf.WriteString(`","messages":[{"role":"user","content":"`)
+	head := buf.Len()
+	buf.WriteString(`"}],"max_tokens":`)
+	buf.WriteString(strconv.Itoa(maxTokens))
+	buf.WriteString(`,"stream":true,"stream_options":{"include_usage":true}}`)
+	b := buf.Bytes()
+	return &chatBody{parts: [3][]byte{b[:head:head], prompt, b[head:]}}
+}
+
+// chatBody reads its parts one after another.
+type chatBody struct {
+	parts [3][]byte
+	i     int // the part being read
+	off   int // read so far of parts[i]
+}
+
+// Len is the bytes left to read.
+func (b *chatBody) Len() int {
+	n := -b.off
+	for _, p := range b.parts[b.i:] {
+		n += len(p)
+	}
+	return n
+}
+
+// again is the same body from its start, for a request that is sent again.
+func (b *chatBody) again() *chatBody { return &chatBody{parts: b.parts} }
+
+func (b *chatBody) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) && b.i < len(b.parts) {
+		k := copy(p[n:], b.parts[b.i][b.off:])
+		n += k
+		b.off += k
+		if b.off == len(b.parts[b.i]) {
+			b.i, b.off = b.i+1, 0
+		}
+	}
+	if n == 0 && len(p) > 0 {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// WriteTo writes what is left in at most three writes.
+func (b *chatBody) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for ; b.i < len(b.parts); b.i, b.off = b.i+1, 0 {
+		if rest := b.parts[b.i][b.off:]; len(rest) > 0 {
+			n, err := w.Write(rest)
+			total += int64(n)
+			b.off += n
+			if err != nil {
+				return total, err
+			}
+		}
+	}
+	return total, nil
+}
+
+// plainJSON reports whether s can stand in a JSON string as it is: no
+// control character, quote, backslash or byte past ASCII (writeJSONString
+// hands those to encoding/json). It reads eight bytes at a time.
+func plainJSON(s []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := binary.LittleEndian.Uint64(s[i:])
+		q, bs := x^(ones*'"'), x^(ones*'\\')
+		// A byte under 0x20, a zero byte in q or bs (a quote or a
+		// backslash), or a high bit set, each found exactly.
+		if (x-ones*0x20)&^x&highs|(q-ones)&^q&highs|(bs-ones)&^bs&highs|x&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if b := s[i]; b < 0x20 || b == '"' || b == '\\' || b >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 func writeJSONString[T string | []byte](buf *bytes.Buffer, s T) {
 	for i := 0; i < len(s); i++ {
 		if b := s[i]; b < 0x20 || b == '"' || b == '\\' || b >= 0x80 {
@@ -188,6 +286,6 @@ func writeJSONString[T string | []byte](buf *bytes.Buffer, s T) {
 		}
 	}
 	buf.WriteByte('"')
-	buf.WriteString(string(s))
+	buf.Write([]byte(s))
 	buf.WriteByte('"')
 }

@@ -188,3 +188,64 @@ func TestRecordReasoningFieldsAreAdditive(t *testing.T) {
 		t.Fatalf("%s decodes to %+v, %v", b, recs, err)
 	}
 }
+
+// plainJSON reads eight bytes at a time; it must agree with a byte loop for
+// every byte value at every position in a word and in the tail.
+func TestPlainJSONMatchesByteLoop(t *testing.T) {
+	slow := func(s []byte) bool {
+		for _, b := range s {
+			if b < 0x20 || b == '"' || b == '\\' || b >= 0x80 {
+				return false
+			}
+		}
+		return true
+	}
+	for n := 0; n <= 19; n++ {
+		for pos := 0; pos < n; pos++ {
+			for v := 0; v < 256; v++ {
+				s := bytes.Repeat([]byte("abc de!~"), 3)[:n]
+				s[pos] = byte(v)
+				if got, want := plainJSON(s), slow(s); got != want {
+					t.Fatalf("plainJSON(%q) = %v, want %v", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+// The request body the client sends is byte for byte what body writes,
+// whether or not the prompt needs escaping, read whole, in small reads, or
+// again for a resend.
+func TestRequestBodyMatchesBody(t *testing.T) {
+	for _, c := range []struct{ model, prompt string }{
+		{"glm-5.3", "plain placeholder words with more than eight bytes"},
+		{"glm-5.3", ""},
+		{`m"x`, "plain"},
+		{"m", "a \"quoted\" line\nand a tab\t é"},
+	} {
+		cl := NewClient("http://127.0.0.1:1", c.model)
+		var want, buf bytes.Buffer
+		cl.body(&want, []byte(c.prompt), 7)
+		b := cl.requestBody(&buf, []byte(c.prompt), 7)
+		if b.Len() != want.Len() {
+			t.Errorf("%q: Len %d, want %d", c.prompt, b.Len(), want.Len())
+		}
+		var small []byte
+		again := b.again()
+		p := make([]byte, 3)
+		for {
+			n, err := b.Read(p)
+			small = append(small, p[:n]...)
+			if err == io.EOF {
+				break
+			}
+		}
+		var whole bytes.Buffer
+		if _, err := again.WriteTo(&whole); err != nil {
+			t.Fatal(err)
+		}
+		if string(small) != want.String() || whole.String() != want.String() {
+			t.Errorf("%q: read %s and %s, want %s", c.prompt, small, whole.Bytes(), want.Bytes())
+		}
+	}
+}

@@ -7,7 +7,6 @@
 package memnet
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +82,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var body []byte
 	if req.Body != nil {
-		b, err := io.ReadAll(req.Body)
+		b, err := readAll(req.Body, req.ContentLength)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
@@ -92,7 +91,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	ctx, cancel := n.clock.WithCancel(req.Context())
 	sreq := req.Clone(ctx)
-	sreq.Body = io.NopCloser(bytes.NewReader(body))
+	sreq.Body = &reqBody{b: body}
 	sreq.ContentLength = int64(len(body))
 	sreq.RemoteAddr = "127.0.0.1:1"
 	sreq.RequestURI = req.URL.RequestURI()
@@ -126,6 +125,50 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
+
+// readAll reads a request body whole: in one allocation of its length when
+// the client said it, and copying it only once, since the client may reuse
+// its buffer as soon as the round trip returns.
+func readAll(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 || size > 1<<34 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, size, size+1)
+	if n, err := io.ReadFull(r, b); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			err = fmt.Errorf("memnet: request body ended after %d of its %d bytes: %w", n, size, err)
+		}
+		return nil, err
+	}
+	var one [1]byte
+	if n, err := io.ReadFull(r, one[:]); n > 0 {
+		rest, err := io.ReadAll(r) // more than the client said: keep it all, as io.ReadAll would
+		return append(append(b, one[0]), rest...), err
+	} else if err != io.EOF {
+		return nil, err
+	}
+	return b, nil
+}
+
+// reqBody is the handler's request body. It lets go of the bytes once they
+// are read, so a handler that streams for a long time after reading its
+// request does not keep a copy of it alive.
+type reqBody struct{ b []byte }
+
+func (r *reqBody) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		r.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, r.b)
+	r.b = r.b[n:]
+	if len(r.b) == 0 {
+		r.b = nil
+	}
+	return n, nil
+}
+
+func (r *reqBody) Close() error { return nil }
 
 // writer is the handler's side.
 type writer struct {

@@ -2,6 +2,7 @@ package memnet
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -86,4 +87,62 @@ func TestCloseCancelsHandlerAndUnknownHostRefuses(t *testing.T) {
 			t.Errorf("unknown host: %v, want a dial error", err)
 		}
 	})
+}
+
+// The handler reads the request body the client sent, whether its length
+// was given or not, and keeps its own copy: the client may reuse its
+// buffer as soon as the round trip returns.
+func TestRequestBodyIsCopiedOnce(t *testing.T) {
+	c := timescale.NewVirtual()
+	n := New(c)
+	got := make(chan string, 4)
+	base := n.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(200)
+		if err := c.Sleep(r.Context(), time.Second); err != nil { // the client has returned by now
+			return
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		got <- fmt.Sprintf("%d:%s", r.ContentLength, body)
+	}))
+	c.Run(func() {
+		for _, tc := range []struct {
+			body   string
+			length int64
+		}{
+			{"known length", 12},
+			{"unknown length", -1},
+		} {
+			buf := []byte(tc.body)
+			req, err := http.NewRequest(http.MethodPost, base+"/x", io.MultiReader(bytes.NewReader(buf)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.ContentLength = tc.length
+			resp, err := n.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(buf, "overwritten!!!") // as a pooled buffer is, after the call
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+	for _, want := range []string{"12:known length", "14:unknown length"} {
+		if g := <-got; g != want {
+			t.Errorf("handler read %q, want %q", g, want)
+		}
+	}
+}
+
+func TestReadAllChecksTheLength(t *testing.T) {
+	if _, err := readAll(strings.NewReader("short"), 10); err == nil || !strings.Contains(err.Error(), "5 of its 10 bytes") {
+		t.Errorf("short body: %v", err)
+	}
+	if b, err := readAll(strings.NewReader("longer than said"), 6); err != nil || string(b) != "longer than said" {
+		t.Errorf("long body: %q, %v", b, err)
+	}
 }

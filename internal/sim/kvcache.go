@@ -18,7 +18,7 @@ type blockPool struct {
 	lruLen     int
 
 	free   []int32 // stack of uncached blocks with ref == 0
-	byHash map[uint64]int32
+	byHash hashIndex
 	used   int        // blocks with ref > 0
 	pinned []int32    // blocks held out of use by the KV-shrink fault
 	host   *hostCache // where evicted prefix blocks go; nil without a host tier
@@ -34,7 +34,7 @@ func newBlockPool(n int) *blockPool {
 		head:   -1,
 		tail:   -1,
 		free:   make([]int32, n),
-		byHash: make(map[uint64]int32),
+		byHash: newHashIndex(n),
 	}
 	for i := range p.free {
 		p.free[i] = int32(n - 1 - i)
@@ -51,10 +51,7 @@ func (p *blockPool) available() int { return len(p.free) + p.lruLen }
 func (p *blockPool) usage() float64 { return float64(p.used) / float64(len(p.ref)) }
 
 // lookup returns the cached block holding hash h, if any.
-func (p *blockPool) lookup(h uint64) (int32, bool) {
-	b, ok := p.byHash[h]
-	return b, ok
-}
+func (p *blockPool) lookup(h uint64) (int32, bool) { return p.byHash.get(h) }
 
 // evictable reports whether b is cached and not held (taking it costs one of
 // the available blocks).
@@ -80,8 +77,8 @@ func (p *blockPool) alloc() int32 {
 	} else {
 		b = p.head
 		p.lruRemove(b)
-		if cur, ok := p.byHash[p.hash[b]]; ok && cur == b {
-			delete(p.byHash, p.hash[b])
+		if cur, ok := p.byHash.get(p.hash[b]); ok && cur == b {
+			p.byHash.remove(p.hash[b])
 			if p.host != nil {
 				p.host.put(p.hash[b])
 			}
@@ -111,12 +108,11 @@ func (p *blockPool) release(b int32) {
 // returns false when another block already caches h (the duplicate stays
 // uncached, as in vLLM).
 func (p *blockPool) register(b int32, h uint64) bool {
-	if _, ok := p.byHash[h]; ok {
+	if !p.byHash.add(h, b) {
 		return false
 	}
 	p.hash[b] = h
 	p.hashed[b] = true
-	p.byHash[h] = b
 	return true
 }
 
@@ -144,6 +140,73 @@ func (p *blockPool) lruRemove(b int32) {
 		p.tail = p.prev[b]
 	}
 	p.lruLen--
+}
+
+// hashIndex maps cached block hashes to blocks: an open-addressed table
+// with linear probing, sized once for every block of the pool holding a
+// hash, so a lookup is one or two cache lines where a Go map of the same
+// size missed the cache several times (the prefix lookup of every prompt
+// block of every request was the engine's largest cost). Block hashes are
+// already well mixed, so their low bits pick the slot. A slot holds its
+// block plus one; zero is empty, so a new table's memory stays untouched
+// until it is used.
+type hashIndex struct {
+	keys []uint64
+	vals []int32
+	mask uint64
+}
+
+func newHashIndex(blocks int) hashIndex {
+	n := 8
+	for n < 2*blocks {
+		n <<= 1
+	}
+	return hashIndex{keys: make([]uint64, n), vals: make([]int32, n), mask: uint64(n - 1)}
+}
+
+// get returns the block holding h.
+func (x *hashIndex) get(h uint64) (int32, bool) {
+	for i := h & x.mask; ; i = (i + 1) & x.mask {
+		v := x.vals[i]
+		if v == 0 {
+			return 0, false
+		}
+		if x.keys[i] == h {
+			return v - 1, true
+		}
+	}
+}
+
+// add maps h to b unless h is already held; it reports whether it added.
+func (x *hashIndex) add(h uint64, b int32) bool {
+	i := h & x.mask
+	for ; x.vals[i] != 0; i = (i + 1) & x.mask {
+		if x.keys[i] == h {
+			return false
+		}
+	}
+	x.keys[i], x.vals[i] = h, b+1
+	return true
+}
+
+// remove drops h, moving later entries of its probe run back into the gap
+// so that no lookup stops early (no tombstones).
+func (x *hashIndex) remove(h uint64) {
+	i := h & x.mask
+	for ; x.keys[i] != h || x.vals[i] == 0; i = (i + 1) & x.mask {
+		if x.vals[i] == 0 {
+			return
+		}
+	}
+	for j := (i + 1) & x.mask; x.vals[j] != 0; j = (j + 1) & x.mask {
+		// The entry at j may fill the gap at i when its home slot is not
+		// in the cyclic range (i, j].
+		if home := x.keys[j] & x.mask; (j-home)&x.mask >= (j-i)&x.mask {
+			x.keys[i], x.vals[i] = x.keys[j], x.vals[j]
+			i = j
+		}
+	}
+	x.keys[i], x.vals[i] = 0, 0
 }
 
 // hostCache is the host-memory tier (HiCache-like): the hashes of prefix

@@ -43,3 +43,40 @@ func TestBlockPool(t *testing.T) {
 		t.Errorf("after touch: available %d usage %g, want 0 and 1", p.available(), p.usage())
 	}
 }
+
+// The block index answers as a Go map does through any order of adds and
+// removes, with keys chosen to collide in the table's low bits.
+func TestHashIndexMatchesMap(t *testing.T) {
+	x := newHashIndex(64)
+	ref := map[uint64]int32{}
+	state := uint64(1)
+	next := func() uint64 { state = mix64(state + 0x9e3779b97f4a7c15); return state }
+	for i := range 20000 {
+		// A few hundred distinct keys, many sharing their low bits.
+		k := next()%300<<20 | next()%8
+		switch next() % 3 {
+		case 0, 1:
+			if len(ref) >= 64 { // the pool never holds more hashes than blocks
+				continue
+			}
+			_, had := ref[k]
+			if got := x.add(k, int32(i)); got == had {
+				t.Fatalf("add(%x) = %v with the key held %v", k, got, had)
+			}
+			if !had {
+				ref[k] = int32(i)
+			}
+		case 2:
+			x.remove(k)
+			delete(ref, k)
+		}
+		for rk, rv := range ref {
+			if v, ok := x.get(rk); !ok || v != rv {
+				t.Fatalf("step %d: get(%x) = %d, %v; want %d", i, rk, v, ok, rv)
+			}
+		}
+		if _, ok := x.get(k); ok != (func() bool { _, had := ref[k]; return had })() {
+			t.Fatalf("step %d: get(%x) found %v", i, k, ok)
+		}
+	}
+}
