@@ -64,14 +64,6 @@ func startNotifierWith(cfg config.Run, env func(string) (string, bool), o notify
 	return n
 }
 
-// newNotifier posts to a webhook alone.
-//
-// Deprecated: rig.go is to call startNotifier(r.cfg, os.LookupEnv), which
-// also posts the pull-request comment.
-func newNotifier(url string) *notifier {
-	return startNotifier(config.Run{Notify: config.Notify{Webhook: url}}, func(string) (string, bool) { return "", false })
-}
-
 // redacting makes every later post and warning pass through r, and
 // registers the GitHub token with it so it is never written.
 func (n *notifier) redacting(r *transport.Redactor) {

@@ -159,7 +159,7 @@ func (r *run) addPhase(p report.Phase) {
 }
 
 func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
-	r.notify = newNotifier(r.cfg.Notify.Webhook)
+	r.notify = startNotifier(r.cfg, os.LookupEnv)
 	defer r.notify.close()
 	r.setStatus(func() live.Status { return live.Status{Phase: PhasePreflight} })
 	if r.o.Live && r.o.Progress != nil {
@@ -260,13 +260,32 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	}
 	deployed := cfg.Recipe.Deploy.Type != "" && cfg.Recipe.Deploy.Type != recipe.DeployNone
 	defer func() {
+		// Promote keeps a candidate that held the target and was the
+		// cheapest compared; anything else rolls back.
+		judged := sum
+		if err != nil {
+			judged.Error = err.Error()
+		}
+		promo := DecidePromotion(cfg, judged)
+		kept := false
+		if deployed && promo.Promote {
+			pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deploy.RollbackTimeout(cfg.Recipe))
+			kept = r.phase(PhasePromote, func() (string, error) { return promo.Reason, deploy.Promote(pctx, dep, promo.RunID) }) == nil
+			cancel()
+		}
 		if !deployed {
 			r.skip(PhaseRollback, "nothing to roll back (deploy: none)")
+		} else if kept {
+			r.skip(PhaseRollback, "the candidate was promoted")
 		} else {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deploy.RollbackTimeout(cfg.Recipe))
 			defer cancel()
+			detail := "the previous recipe is back and serving"
+			if cfg.Deploy.PromoteOn() {
+				detail += "; " + promo.Reason
+			}
 			rerr := r.phase(PhaseRollback, func() (string, error) {
-				return "the previous recipe is back and serving", dep.Rollback(rctx)
+				return detail, dep.Rollback(rctx)
 			})
 			if rerr != nil {
 				r.logf("ROLLBACK FAILED: %v", rerr)
@@ -275,6 +294,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 				err = errors.Join(err, rerr)
 			}
 		}
+		sum.Warnings = append(sum.Warnings, r.notify.finish()...)
 		sum.Phases = r.phases
 		if err != nil {
 			sum.Error = err.Error()
@@ -300,6 +320,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		}
 	}
 
+	r.o.Telemetry.SetBar(telemetry.Bar{TTFTP90S: cfg.Bar.TTFTP90S, InteractivityP90TPS: cfg.Bar.InteractivityP90TPS, ErrorRate: cfg.Bar.ErrorRate})
 	mapping, err := Mapping(cfg.Recipe)
 	if err != nil {
 		return report.Summary{}, err
@@ -439,7 +460,8 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	r.setStatus(func() live.Status {
 		cur := runner.Current()
 		st := live.Status{Phase: PhaseSweep, Step: cur.Step, Steps: len(cfg.Sweep.Ladder), Sessions: cur.Sessions,
-			InFlight: gen.InFlight(), WindowLeft: windowEnd - clock.Now()}
+			InFlight: gen.InFlight(), WindowLeft: windowEnd - clock.Now(),
+			StepLen: runner.Plan.Step, Window: runner.Plan.Window, Clock: clock.Now(), Scale: cfg.TimeScale.Wall(), Virtual: cfg.TimeScale.Virtual()}
 		if cur.Step > 0 {
 			st.StepLeft = max(0, cur.MeasureEnd-clock.Now())
 		}
