@@ -133,6 +133,12 @@ type Sweep struct {
 	Stress int `json:"stress,omitempty"`
 	// Repeat re-runs the steps either side of the crossing (default true).
 	Repeat *bool `json:"repeat,omitempty"`
+	// Mixes sweeps the ladder once per mix: "today" (workload.mix), "light"
+	// (light sessions only) and "heavy" (heavy only). The first is the run's
+	// own; each other runs after it in a run directory of its own under
+	// mixes/ and joins the summary with its capacity. Empty: workload.mix
+	// alone.
+	Mixes []string `json:"mixes,omitempty"`
 	// Kill ends a step early when the recipe clearly cannot carry it.
 	Kill Kill `json:"kill"`
 	// KVFull stops the sweep after a step whose KV cache use averaged at least
@@ -340,6 +346,16 @@ func (r Run) Validate() error {
 	}
 	if r.Version != Version {
 		bad("version", "this build reads version %d, the file says %d", Version, r.Version)
+	}
+	seenMix := map[string]bool{}
+	for i, m := range r.Sweep.Mixes {
+		if _, ok := MixNamed(m, r.Workload.Mix); !ok {
+			bad(fmt.Sprintf("sweep.mixes[%d]", i), "%q is not a mix: use today (workload.mix), light or heavy", m)
+		}
+		if seenMix[m] {
+			bad(fmt.Sprintf("sweep.mixes[%d]", i), "%q is named twice", m)
+		}
+		seenMix[m] = true
 	}
 	if err := r.Report.Upload.Validate("report.upload"); err != nil {
 		errs = append(errs, strings.Split(err.Error(), "\n")...)
@@ -585,4 +601,18 @@ func contains(xs []int, x int) bool {
 		}
 	}
 	return false
+}
+
+// MixNamed is the mix a sweep.mixes name stands for: today is the
+// workload's own mix.
+func MixNamed(name string, today Mix) (Mix, bool) {
+	switch name {
+	case "today":
+		return today, true
+	case "light":
+		return Mix{Light: 1}, true
+	case "heavy":
+		return Mix{Heavy: 1}, true
+	}
+	return Mix{}, false
 }

@@ -210,6 +210,7 @@ func newClock(s config.Scale, offset time.Duration) (*timescale.Clock, error) {
 // on carries out the run from its clock on: on a virtual clock every wait
 // from here is in modelled time.
 func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, previous []sweep.StepResult) (sum report.Summary, err error) {
+	cfg = mainMix(cfg)
 	// Credentials are read from the environment once, held in memory, and
 	// redacted from everything the run writes or prints.
 	acc, err := resolveAccess(cfg, nil)
@@ -493,6 +494,12 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	markCacheHits(&sum, res.Steps, append(r.savedSamples, runner.Samples()...))
 	if err := r.write(&sum); err != nil {
 		return sum, err
+	}
+	if mixes := r.otherMixes(ctx, cfg); len(mixes) > 0 {
+		sum.Mixes = mixes
+		if err := r.write(&sum); err != nil {
+			return sum, err
+		}
 	}
 	r.notify.post(live.Message{Text: fmt.Sprintf("%s: capacity %s; %s", cfg.Recipe.Name, sum.Capacity, sum.StopReason), Event: "done",
 		Fields: map[string]any{"recipe": cfg.Recipe.Name, "capacity": sum.Capacity, "cost": sum.Cost, "target": sum.Target, "run_dir": sum.RunDir}})

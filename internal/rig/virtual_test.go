@@ -86,3 +86,32 @@ func TestVirtualRunIsDeterministic(t *testing.T) {
 		t.Errorf("steps %s: want one judged step with windows", ja)
 	}
 }
+
+// sweep.mixes sweeps light-only and heavy-only ladders beside today's in
+// the same run, each with its capacity, its run directory under mixes/.
+func TestMixesSweptInOneRun(t *testing.T) {
+	cfg := shortRun(t, config.Virtual)
+	cfg.Sweep.Ladder, cfg.Sweep.StepS = []int{4, 24}, 120
+	cfg.Sweep.Mixes = []string{"today", "light", "heavy"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := mustRun(t, cfg)
+	if len(sum.Mixes) != 2 || sum.Mixes[0].Name != "light" || sum.Mixes[1].Name != "heavy" {
+		t.Fatalf("mixes %+v, want light then heavy", sum.Mixes)
+	}
+	for _, m := range sum.Mixes {
+		t.Logf("%s: %d steps, capacity %s", m.Label(), len(m.Steps), m.Capacity.String())
+		if len(m.Steps) == 0 || m.Capacity.LimitedBy == "" {
+			t.Errorf("%s: %d steps, capacity %+v: want a swept ladder with a capacity", m.Name, len(m.Steps), m.Capacity)
+		}
+	}
+	if sum.Mixes[0].Mix != (report.Mix{Light: 1}) || sum.Mixes[1].Mix != (report.Mix{Heavy: 1}) {
+		t.Errorf("mix shares %+v %+v", sum.Mixes[0].Mix, sum.Mixes[1].Mix)
+	}
+	bad := cfg
+	bad.Sweep.Mixes = []string{"today", "medium"}
+	if err := bad.Validate(); err == nil {
+		t.Error("sweep.mixes with an unknown mix validated")
+	}
+}
