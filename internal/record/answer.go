@@ -1,7 +1,6 @@
 package record
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -90,11 +89,14 @@ func parseAnswer(body []byte, contentType, encoding string) answer {
 
 // stream reads the data events of an event stream.
 func (a *answer) stream(body []byte) {
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 0, 64<<10), maxAnswerBytes)
 	calls := map[[2]int]bool{}
-	for sc.Scan() {
-		line := sc.Bytes()
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
 		data, ok := bytes.CutPrefix(line, []byte("data:"))
 		if !ok {
 			continue

@@ -115,9 +115,15 @@ func serveProxy() {
 			defer func() { pprof.StopCPUProfile(); pf.Close() }()
 		}
 	}
-	fmt.Println(ln.Addr().String())
+	bare, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(ln.Addr().String(), bare.Addr().String())
 	srv := &http.Server{Handler: rec.Handler()}
 	go srv.Serve(ln)
+	go (&http.Server{Handler: bareProxy(u)}).Serve(bare)
 	io.Copy(io.Discard, os.Stdin)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -132,6 +138,43 @@ func serveProxy() {
 		ru.user, ru.sys = ut/100, st/100 // clock ticks, USER_HZ 100
 	}
 	json.NewEncoder(os.Stdout).Encode(map[string]any{"stats": rec.Stats(), "cpu_s": ru.user + ru.sys})
+}
+
+// bareProxy is the least a streaming proxy does, written by hand, to
+// compare httputil.ReverseProxy with: send the request on with its headers,
+// copy the answer's status and headers, then each read of the answer as one
+// write and flush. It records nothing.
+func bareProxy(up *url.URL) http.Handler {
+	tr := DefaultTransport()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		out, _ := http.NewRequestWithContext(r.Context(), r.Method, up.JoinPath(r.URL.Path).String(), r.Body)
+		out.ContentLength = r.ContentLength
+		for k, v := range r.Header {
+			out.Header[k] = v
+		}
+		resp, err := tr.RoundTrip(out)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		fl := w.(http.Flusher)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := resp.Body.Read(buf)
+			if n > 0 {
+				w.Write(buf[:n])
+				fl.Flush()
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
 }
 
 // child runs this binary in a role and returns its first stdout line (its
@@ -161,15 +204,17 @@ func child(t *testing.T, role string, env ...string) (addr string, stop func() [
 		return rest
 	}
 	t.Cleanup(func() { stop() })
-	return "http://" + strings.TrimSpace(line), stop
+	return strings.TrimSpace(line), stop
 }
 
-// TestAddedTTFT measures the time to first token of paced streams straight
-// to the upstream and through the recording proxy, held open at the same
-// time (HEADROOM_BENCH_RECORD_STREAMS of each, 100 by default), for
+// TestAddedTTFT measures the time to first token of paced streams on three
+// paths held open at the same time: straight to the upstream, through the
+// recording proxy, and through a bare hand-written proxy (bareProxy),
+// HEADROOM_BENCH_RECORD_STREAMS of each (100 by default), for
 // HEADROOM_BENCH_RECORD_SECONDS (20). Each stream is an agent whose prompt
-// grows by 300 words a turn from 4,000. It prints the quantiles of both and
-// their difference; it runs only with HEADROOM_BENCH_RECORD=1.
+// grows by 300 words a turn from 4,000. It prints each path's quantiles and
+// what each adds to the direct path's; it runs only with
+// HEADROOM_BENCH_RECORD=1.
 func TestAddedTTFT(t *testing.T) {
 	if os.Getenv(benchEnableEnv) != "1" {
 		t.Skip("the added-latency benchmark runs with HEADROOM_BENCH_RECORD=1 (about 25 s)")
@@ -177,7 +222,10 @@ func TestAddedTTFT(t *testing.T) {
 	streams := envInt("HEADROOM_BENCH_RECORD_STREAMS", 100)
 	seconds := envInt("HEADROOM_BENCH_RECORD_SECONDS", 20)
 	up, stopUp := child(t, "upstream")
-	proxy, stopProxy := child(t, "proxy", benchUpEnv+"="+up)
+	up = "http://" + up
+	addrs, stopProxy := child(t, "proxy", benchUpEnv+"="+up)
+	recAddr, bareAddr, _ := strings.Cut(addrs, " ")
+	targets := []struct{ name, url string }{{"direct", up}, {"record", "http://" + recAddr}, {"bare", "http://" + bareAddr}}
 	defer stopUp()
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4096, DisableCompression: true}}
 	warm := time.Now().Add(2 * time.Second)
@@ -187,15 +235,12 @@ func TestAddedTTFT(t *testing.T) {
 	var wg sync.WaitGroup
 	vocab := newVocabulary(3)
 	base := vocab.words(4000)
-	for i := range 2 * streams {
-		path, target := "direct", up
-		if i%2 == 1 {
-			path, target = "proxy", proxy
-		}
+	for i := range len(targets) * streams {
+		path, target := targets[i%len(targets)].name, targets[i%len(targets)].url
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(time.Duration(i) * benchInterval / time.Duration(2*streams)) // spread the starts over one token interval
+			time.Sleep(time.Duration(i) * benchInterval / time.Duration(len(targets)*streams)) // spread the starts over one token interval
 			// the body is built by appending each turn's messages, encoded
 			// once, so the client costs the machine little
 			history := fmt.Appendf(nil, `{"model":"bench","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"system","content":%q},{"role":"user","content":"agent %d"}`, base, i)
@@ -226,17 +271,15 @@ func TestAddedTTFT(t *testing.T) {
 		slices.Sort(ds)
 		return ds[min(len(ds)-1, int(p*float64(len(ds))))]
 	}
-	d, p := ttft["direct"], ttft["proxy"]
-	t.Logf("%d streams each way for %d s (after 2 s warm-up): %d direct and %d proxied requests", streams, seconds, len(d), len(p))
-	t.Logf("| path | p50 | p90 | p99 | max |")
-	for _, row := range []struct {
-		name string
-		ds   []time.Duration
-	}{{"direct", d}, {"proxy", p}} {
-		t.Logf("| %s | %s | %s | %s | %s |", row.name, ms(q(row.ds, 0.5)), ms(q(row.ds, 0.9)), ms(q(row.ds, 0.99)), ms(q(row.ds, 1)))
+	d := ttft["direct"]
+	t.Logf("%d streams on each path for %d s (after 2 s warm-up): %d direct, %d through record, %d through the bare proxy", streams, seconds, len(d), len(ttft["record"]), len(ttft["bare"]))
+	t.Logf("| path | p50 | p90 | p99 | max | p50 added | p90 added | p99 added |")
+	for _, tg := range targets {
+		ds := ttft[tg.name]
+		t.Logf("| %s | %s | %s | %s | %s | %s | %s | %s |", tg.name, ms(q(ds, 0.5)), ms(q(ds, 0.9)), ms(q(ds, 0.99)), ms(q(ds, 1)),
+			ms(q(ds, 0.5)-q(d, 0.5)), ms(q(ds, 0.9)-q(d, 0.9)), ms(q(ds, 0.99)-q(d, 0.99)))
 	}
-	t.Logf("| added | %s | %s | %s | |", ms(q(p, 0.5)-q(d, 0.5)), ms(q(p, 0.9)-q(d, 0.9)), ms(q(p, 0.99)-q(d, 0.99)))
-	t.Logf("proxy: %.2f CPU s for %d requests (%.0f µs each, recording included); %s", res.CPU, res.Stats.Chats, 1e6*res.CPU/float64(max(res.Stats.Chats, 1)), res.Stats)
+	t.Logf("proxy process (record and bare): %.2f CPU s for %d recorded requests (%.0f µs each, recording included); %s", res.CPU, res.Stats.Chats, 1e6*res.CPU/float64(max(res.Stats.Chats, 1)), res.Stats)
 }
 
 // firstToken sends one streamed chat request and returns the time from just

@@ -46,22 +46,34 @@ var errTooLarge = errors.New("the request is over the capture limit")
 // contents, tool arguments and tools stay raw JSON: encoding/json checks and
 // copies them once, and the recorder walks their strings itself.
 type chatBody struct {
-	Model     string          `json:"model"`
-	Stream    bool            `json:"stream"`
-	Messages  []message       `json:"messages"`
-	Tools     json.RawMessage `json:"tools"`
-	Functions json.RawMessage `json:"functions"`
+	Model     string    `json:"model"`
+	Stream    bool      `json:"stream"`
+	Messages  []message `json:"messages"`
+	Tools     rawJSON   `json:"tools"`
+	Functions rawJSON   `json:"functions"`
+}
+
+// rawJSON is a JSON value left undecoded, pointing into the request body
+// rather than copied out of it (as json.RawMessage would): json.Unmarshal
+// hands UnmarshalJSON a part of the slice it was given, and the body is
+// neither changed nor reused until the shape is taken. This keeps a
+// request's decoding from allocating a second copy of its prompt.
+type rawJSON []byte
+
+func (r *rawJSON) UnmarshalJSON(data []byte) error {
+	*r = data
+	return nil
 }
 
 // message is one chat message: what a cache would see of it, however the
 // rest of its fields (cache_control markers, say) change between requests.
 type message struct {
-	Role         string          `json:"role"`
-	Name         string          `json:"name"`
-	ToolCallID   string          `json:"tool_call_id"`
-	Content      json.RawMessage `json:"content"`
-	ToolCalls    []toolCall      `json:"tool_calls"`
-	FunctionCall *function       `json:"function_call"`
+	Role         string     `json:"role"`
+	Name         string     `json:"name"`
+	ToolCallID   string     `json:"tool_call_id"`
+	Content      rawJSON    `json:"content"`
+	ToolCalls    []toolCall `json:"tool_calls"`
+	FunctionCall *function  `json:"function_call"`
 }
 
 type toolCall struct {
@@ -70,8 +82,8 @@ type toolCall struct {
 }
 
 type function struct {
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
+	Name      string  `json:"name"`
+	Arguments rawJSON `json:"arguments"`
 }
 
 // shapeOf reads an exchange's request and answer and keeps their shape.
@@ -178,7 +190,7 @@ func (r *Recorder) shapeOf(x *exchange) (*shape, error) {
 
 // tokenIDs returns the prompt's token ids from the upstream's /tokenize when
 // token blocks are in use; nil ids with a nil error means text blocks.
-func (r *Recorder) tokenIDs(x *exchange, body *chatBody, tools json.RawMessage) ([]int64, error) {
+func (r *Recorder) tokenIDs(x *exchange, body *chatBody, tools rawJSON) ([]int64, error) {
 	if !r.tok.wanted() {
 		return nil, nil
 	}
@@ -191,7 +203,7 @@ func (r *Recorder) tokenIDs(x *exchange, body *chatBody, tools json.RawMessage) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ids, err := r.tok.ids(ctx, body.Model, raw.Messages, tools, x.auth)
+	ids, err := r.tok.ids(ctx, body.Model, raw.Messages, json.RawMessage(tools), x.auth)
 	if chosen, how := r.tok.decide(err); chosen {
 		r.o.Log("record: prompt blocks are %s", how)
 	}
@@ -204,7 +216,7 @@ func (r *Recorder) tokenIDs(x *exchange, body *chatBody, tools json.RawMessage) 
 	return ids, nil
 }
 
-func isNull(raw json.RawMessage) bool {
+func isNull(raw []byte) bool {
 	raw = bytes.TrimSpace(raw)
 	return len(raw) == 0 || string(raw) == "null" || string(raw) == "[]"
 }
@@ -248,7 +260,7 @@ func (m *message) hash(h *maphash.Hash, text *blockHasher) error {
 
 // content feeds a message content: a string, or a list of parts whose text
 // parts are words and whose other parts (images) are one marker word each.
-func content(h *maphash.Hash, raw json.RawMessage, text *blockHasher) error {
+func content(h *maphash.Hash, raw rawJSON, text *blockHasher) error {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -259,14 +271,13 @@ func content(h *maphash.Hash, raw json.RawMessage, text *blockHasher) error {
 		text.jsonString(raw)
 	case raw[0] == '[':
 		var parts []struct {
-			Type string          `json:"type"`
-			Text json.RawMessage `json:"text"`
-			Rest json.RawMessage `json:"-"`
+			Type string  `json:"type"`
+			Text rawJSON `json:"text"`
 		}
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return err
 		}
-		var all []json.RawMessage
+		var all []rawJSON
 		for i, p := range parts {
 			if len(p.Text) > 0 && p.Text[0] == '"' && (p.Type == "text" || p.Type == "input_text" || p.Type == "") {
 				h.WriteByte(4)
