@@ -147,10 +147,11 @@ func crossing(s Summary, curve []Step, m stepMetric) (float64, bool) {
 
 // unrun is the next step of the ladder, which the sweep did not run, when
 // capacity's upper end is open (every step passed, or nothing above the last
-// step was measured): it is drawn dashed, with a "?".
-func unrun(curve []Step, c sweep.Capacity) (float64, bool) {
+// step was measured) and the part was measured at the last step: it is
+// drawn dashed, with a "?". A last step without data is its own "?".
+func unrun(curve []Step, c sweep.Capacity, m stepMetric) (float64, bool) {
 	n := len(curve)
-	if n == 0 || !(c.AtLeast || c.HiOpen) {
+	if n == 0 || !(c.AtLeast || c.HiOpen) || math.IsNaN(m.value(curve[n-1]).Center) || m.verdictOf(curve[n-1]) == verdict.NoData {
 		return 0, false
 	}
 	last, gap := curve[n-1].Sessions, curve[n-1].Sessions
@@ -239,8 +240,8 @@ type curvePoint struct {
 // measured one after the other, dashed into and out of a step without data,
 // which is a "?" (at the height of the step before it), and dashed past the
 // last step to the next one, not run, when extra is set. It returns the
-// measured points.
-func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX float64, extra bool) []curvePoint {
+// measured points and where the rightmost mark (a point or a "?") is.
+func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX float64, extra bool) (measured []curvePoint, endX, endY float64) {
 	p := g.p
 	var pts []curvePoint
 	for _, st := range curve {
@@ -307,13 +308,18 @@ func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX floa
 		}
 		out = append(out, q)
 	}
-	if n := len(pts); extra && n > 0 && pts[n-1].measured {
+	n := len(pts)
+	if n > 0 {
+		endX, endY = pts[n-1].x, pts[n-1].y
+	}
+	if extra && n > 0 && pts[n-1].measured {
 		last := pts[n-1]
 		x := p.px(extraX)
 		dashed(last.x, last.y, x, last.y)
 		p.add(`<g class="not-measured"><title>%s sessions: not run</title>%s</g>`+"\n", num1(extraX), unknownMark(x, last.y))
+		endX = x
 	}
-	return out
+	return out, endX, endY
 }
 
 // whisker draws a step's 95% interval at x, with an arrow where the top is
@@ -363,7 +369,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 	for _, st := range s.Steps {
 		maxS = math.Max(maxS, float64(st.Sessions))
 	}
-	extX, ext := unrun(curve, c)
+	extX, ext := unrun(curve, c, m)
 	if ext {
 		maxS = math.Max(maxS, extX)
 	}
@@ -434,7 +440,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		p.add(`<g class="first-run"><title>%s</title>%s</g>`+"\n", esc(tip), hollowMarker(string(vd), x, p.py(cy), 6))
 	}
 
-	pts := g.drawCurve(m, curve, colCurve, extX, ext)
+	pts, _, _ := g.drawCurve(m, curve, colCurve, extX, ext)
 	for _, q := range pts {
 		v := m.value(q.st)
 		g.whisker(m, q.st, q.x, colMuted, false)

@@ -233,6 +233,20 @@ func TestUnmeasuredStepsAreDashedWithQuestionMark(t *testing.T) {
 	if n := strings.Count(svg, `class="unmeasured"`); n != 2 {
 		t.Errorf("%d dashed segments, want 2: into and out of the step without data", n)
 	}
+
+	// the last step read no data: it is the ?, and no step past it is drawn
+	end := summaryOf([]sweep.StepResult{
+		judgedStep(0, 4, pv{1, 0.8, 1.2, 0, 0}, pv{30, 28, 32, 0, 0}, ok),
+		judgedStep(1, 8, pv{2, 1.8, 2.2, 0, 0}, pv{25, 23, 27, 0, 0}, ok),
+		judgedStep(2, 12, nan, pv{20, 18, 22, 0, 0}, ok),
+	}, 0)
+	if !end.Capacity.HiOpen {
+		t.Fatalf("capacity %+v, want an open upper end", end.Capacity)
+	}
+	svg = chartOf(t, string(HTML(Run{Summary: end})), 0)
+	if !strings.Contains(svg, "12 sessions: ttft not measured") || strings.Contains(svg, "not run") || strings.Count(svg, `class="unmeasured"`) != 1 {
+		t.Error("a last step without data is not drawn as the one dashed ?, or a step past it is drawn as not run")
+	}
 }
 
 // TestBucketWideIntervalSaysSo: an interval that is exactly the histogram

@@ -64,6 +64,11 @@ func TestMixesShowEachCapacity(t *testing.T) {
 		t.Errorf("the light-only chart is not written beside report.md: %v", err)
 	}
 
+	var text strings.Builder
+	if err := WriteText(&text, s); err != nil || !strings.Contains(text.String(), "capacity on light-only: ") || !strings.Contains(text.String(), "capacity on heavy-only: below the first step") {
+		t.Errorf("the terminal summary does not give each mix's capacity:\n%s", text.String())
+	}
+
 	c, err := CompareRuns([]*Dir{d})
 	if err != nil {
 		t.Fatal(err)

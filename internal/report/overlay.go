@@ -33,7 +33,7 @@ func overlayChart(runs []overlaid, m stepMetric, title string, width float64) st
 	var prep []prepared
 	for _, r := range runs {
 		curve, _ := pooled(r.s.Steps)
-		x, ext := unrun(curve, r.s.Capacity)
+		x, ext := unrun(curve, r.s.Capacity, m)
 		for _, st := range curve {
 			maxS = math.Max(maxS, float64(st.Sessions))
 		}
@@ -74,7 +74,7 @@ func overlayChart(runs []overlaid, m stepMetric, title string, width float64) st
 	for i, r := range runs {
 		col := recipeColours[i%len(recipeColours)]
 		pr := prep[i]
-		pts := g.drawCurve(m, pr.curve, col, pr.extX, pr.ext)
+		pts, endX, endY := g.drawCurve(m, pr.curve, col, pr.extX, pr.ext)
 		p.add(`<g class="recipe" data-recipe="%s">`+"\n", esc(r.name))
 		for _, q := range pts {
 			v := m.value(q.st)
@@ -87,13 +87,8 @@ func overlayChart(runs []overlaid, m stepMetric, title string, width float64) st
 				num(v.Center*m.scale), m.unit, num(v.Lo*m.scale), num(v.Hi*m.scale))
 			p.add(`<g><title>%s</title>%s</g>`+"\n", esc(tip), shapeMark(i, q.x, q.y, col))
 		}
-		if n := len(pts); n > 0 {
-			last := pts[n-1]
-			x := last.x + 12
-			if pr.ext {
-				x = p.px(pr.extX) + 14
-			}
-			p.haloText(x, last.y+5, "start", `font-size="14" font-weight="700" fill="`+col+`"`, r.name)
+		if len(pr.curve) > 0 {
+			p.haloText(endX+14, endY+5, "start", `font-size="14" font-weight="700" fill="`+col+`"`, r.name)
 		}
 		p.add("</g>\n")
 		if at, ok := crossing(r.s, pr.curve, m); ok {

@@ -34,6 +34,9 @@ func WriteText(w io.Writer, s Summary) error {
 	} else {
 		fmt.Fprintf(&b, "capacity: %s\n", s.Capacity)
 	}
+	for _, m := range s.Mixes {
+		fmt.Fprintf(&b, "capacity on %s: %s\n", m.Label(), m.Capacity)
+	}
 	fmt.Fprintf(&b, "cost: %s\n", costLine(s.Cost))
 	if s.Target != nil {
 		fmt.Fprintf(&b, "target %d sessions: %s\n", s.Target.Sessions, s.Target.Verdict)
