@@ -16,6 +16,7 @@ type JUnitSuites struct {
 	Name     string       `xml:"name,attr"`
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
 	Skipped  int          `xml:"skipped,attr"`
 	Suites   []JUnitSuite `xml:"testsuite"`
 }
@@ -46,6 +47,7 @@ type JUnitCase struct {
 	ClassName string        `xml:"classname,attr"`
 	Time      float64       `xml:"time,attr"`
 	Failure   *JUnitFailure `xml:"failure"`
+	Error     *JUnitFailure `xml:"error"` // the run ended in a rig error
 	Skipped   *JUnitSkipped `xml:"skipped"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
@@ -73,7 +75,8 @@ type JUnitSkipped struct {
 // ceiling, and it is a passing case that says so. A miss at or below the
 // capacity is a failure, unless the target held: the capacity interval,
 // which counts the steps above it that held, already settled it, and a run
-// whose target held has no failures.
+// whose target held has no failures. A run that ended in a rig error has
+// one more case, in <error>: the run's fault, not the recipe's.
 func JUnit(s Summary) ([]byte, error) {
 	class := "headroom." + strings.ReplaceAll(s.Recipe.Name, ".", "_")
 	suite := JUnitSuite{
@@ -151,12 +154,18 @@ func JUnit(s Summary) ([]byte, error) {
 		}
 	}
 	suite.Cases = append(suite.Cases, tc)
+	if s.Error != "" {
+		// a rig error is not the recipe's miss: it is the run's own error
+		suite.Cases = append(suite.Cases, JUnitCase{Name: "the run finished without a rig error", ClassName: class + ".run",
+			Error: &JUnitFailure{Type: "rig_error", Message: s.Error}})
+		suite.Errors++
+	}
 	suite.Tests = len(suite.Cases)
 	var text strings.Builder
 	if err := WriteText(&text, s); err == nil {
 		suite.SystemOut = text.String()
 	}
-	doc := JUnitSuites{Name: "headroom", Tests: suite.Tests, Failures: suite.Failures, Skipped: suite.Skipped, Suites: []JUnitSuite{suite}}
+	doc := JUnitSuites{Name: "headroom", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Suites: []JUnitSuite{suite}}
 	b, err := xml.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode junit.xml: %w", err)

@@ -341,6 +341,14 @@ func TestJUnitHeldRunHasNoFailures(t *testing.T) {
 		t.Error("junit.xml does not show the error bar as a percentage")
 	}
 
+	// a rig error is the run's own error, not a failure of the recipe
+	s.Error = "sweep: warm-up too short"
+	su = junitSuite(t, s)
+	if last := su.Cases[len(su.Cases)-1]; su.Failures != 0 || su.Errors != 1 || last.Error == nil || last.Error.Message != s.Error {
+		t.Errorf("a held run that ended in a rig error: failures %d, errors %d, last case %+v", su.Failures, su.Errors, last)
+	}
+	s.Error = ""
+
 	// a miss at or below the capacity fails when the target did not hold
 	s.Capacity.Sessions, s.Capacity.Hi = 13, 13
 	fail := sweep.TargetVerdict{Sessions: 14, Verdict: verdict.Fail}
