@@ -126,6 +126,16 @@ func TestProxyPassesEverythingThrough(t *testing.T) {
 	if got := chat(t, p.url, ms, false, false); !bytes.Contains(got, []byte(`"content":"a b c"`)) {
 		t.Errorf("non-streamed answer: %s", got)
 	}
+	data, _ := json.Marshal(map[string]any{"model": "m", "messages": ms, "stream": true})
+	hresp, err := http.Post(p.url+"/v1/chat/completions", "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, hresp.Body)
+	hresp.Body.Close()
+	if hresp.Header.Get("X-Upstream") != "yes" || hresp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("the answer's headers through the proxy: %v", hresp.Header)
+	}
 	resp, err := http.Get(p.url + "/v1/models")
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +146,7 @@ func TestProxyPassesEverythingThrough(t *testing.T) {
 	}
 	p.stop(t)
 	st := p.rec.Stats()
-	if st.Proxied != 3 || st.Chats != 2 || st.Recorded != 2 {
+	if st.Proxied != 4 || st.Chats != 3 || st.Recorded != 3 {
 		t.Errorf("stats: %+v", st)
 	}
 }
