@@ -76,6 +76,7 @@ simulated gateway: no GPU, no cluster and no network needed.`,
 	root.AddCommand(runsCmd(stdout, stderr))
 	root.AddCommand(simulateCmd(stdout, stderr))
 	root.AddCommand(promoteCmd(stdout, stderr))
+	root.AddCommand(recommendCmd(stdout, stderr))
 	root.AddCommand(recordCmd(stderr))
 	return root
 }
