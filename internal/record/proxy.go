@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httputil"
 	"strings"
@@ -79,6 +80,9 @@ func (r *Recorder) newProxy() http.Handler {
 		BufferPool:     copyBuffers{},
 		ModifyResponse: r.capture,
 		ErrorHandler:   r.proxyError,
+		// ReverseProxy logs a stream the upstream broke off: the first is
+		// logged, every cut stream is counted (captureBody.Close)
+		ErrorLog: log.New(cutWriter{r}, "", 0),
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.stats.proxied.Add(1)
@@ -216,6 +220,9 @@ func (c *captureBody) Close() error {
 	err := c.rc.Close()
 	if !c.x.finished {
 		c.x.finished = true
+		if !c.x.complete {
+			c.r.stats.cut.Add(1) // the agent left or the upstream broke off
+		}
 		c.x.end = c.r.o.Now()
 		c.r.enqueue(c.x)
 	}
@@ -259,6 +266,14 @@ func (r *Recorder) enqueue(x *exchange) {
 		r.queued.Add(-size)
 		drop(&r.stats.dropQueue, &r.stats.loggedQueue, behind)
 	}
+}
+
+// cutWriter takes ReverseProxy's own log lines (a copy that failed).
+type cutWriter struct{ r *Recorder }
+
+func (c cutWriter) Write(p []byte) (int, error) {
+	c.r.once(&c.r.stats.loggedCut, "record: %s (further ones are only counted)", strings.TrimSpace(string(p)))
+	return len(p), nil
 }
 
 // copyBuffers lends the proxy its 32 KiB copy buffers.

@@ -438,3 +438,60 @@ func TestTeeBodyStaysAtEOF(t *testing.T) {
 		t.Errorf("copy %q", x.req)
 	}
 }
+
+// TestAgentLeavesMidStream: an agent that hangs up after the first chunk
+// ends the upstream request, and the request is recorded with the part of
+// the answer that passed (no usage came: its length is estimated).
+func TestAgentLeavesMidStream(t *testing.T) {
+	left := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i := range 100 {
+			if _, err := fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d\"}}]}\n\n", i); err != nil {
+				break
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				close(left)
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		t.Error("the upstream streamed to the end: the agent's hang-up did not reach it")
+	}))
+	defer srv.Close()
+	p := startRecorder(t, srv.URL, Options{})
+	data, _ := json.Marshal(map[string]any{"model": "m", "messages": msgs("user:go"), "stream": true})
+	resp, err := http.Post(p.url+"/v1/chat/completions", "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	resp.Body.Close()
+	if !strings.Contains(line, "w0") {
+		t.Fatalf("first line %q", line)
+	}
+	select {
+	case <-left:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the upstream never saw the agent leave")
+	}
+	p.stop(t)
+	st := p.rec.Stats()
+	ts, err := trace.ReadPath(p.path)
+	if err != nil || st.Recorded != 1 || len(ts) != 1 {
+		t.Fatalf("%d traces (%v); %s", len(ts), err, st)
+	}
+	if st.Cut != 1 {
+		t.Errorf("%d streams counted as cut off, want 1: %s", st.Cut, st)
+	}
+	if r := ts[0].Requests[0]; r.Out < 1 || r.Out > 100 || st.EstimatedOut != 1 {
+		t.Errorf("out %d (estimated %d times): want the chunks that passed", r.Out, st.EstimatedOut)
+	}
+}

@@ -13,11 +13,12 @@ type counters struct {
 	notOK, unparsed, noTokens       atomic.Int64
 	estimatedIn, estimatedOut       atomic.Int64
 	dropSlowDisk, dropWriteError    atomic.Int64
-	dropEncode                      atomic.Int64
+	dropEncode, cut                 atomic.Int64
 	tracesWritten, bytesWritten     atomic.Int64
 
 	loggedQueue, loggedTooLarge, loggedUnparsed   atomic.Bool
 	loggedSlowDisk, loggedWriteError, loggedNoTok atomic.Bool
+	loggedCut                                     atomic.Bool
 }
 
 // Stats is what a recorder did so far.
@@ -31,6 +32,9 @@ type Stats struct {
 	TooLarge      int64 `json:"too_large"`      // request or answer over the capture limit
 	NotOK         int64 `json:"not_ok"`         // the upstream answered with an error status, or not at all
 	Unparsed      int64 `json:"unparsed"`       // the request or answer could not be read as chat JSON
+	// Cut counts streams cut off while passing (the agent left, the upstream
+	// broke); such a request is still recorded with what passed.
+	Cut int64 `json:"cut"`
 	// NoTokens counts requests recorded without hash ids: token blocks were
 	// wanted and /tokenize did not give the prompt's ids.
 	NoTokens int64 `json:"no_tokens"`
@@ -57,7 +61,7 @@ func (r *Recorder) Stats() Stats {
 	return Stats{
 		Proxied: c.proxied.Load(), Chats: c.chats.Load(), Recorded: c.recorded.Load(),
 		DroppedClosed: c.dropClosed.Load(), DroppedQueue: c.dropQueue.Load(), TooLarge: c.tooLarge.Load(),
-		NotOK: c.notOK.Load(), Unparsed: c.unparsed.Load(), NoTokens: c.noTokens.Load(),
+		NotOK: c.notOK.Load(), Unparsed: c.unparsed.Load(), Cut: c.cut.Load(), NoTokens: c.noTokens.Load(),
 		EstimatedIn: c.estimatedIn.Load(), EstimatedOut: c.estimatedOut.Load(),
 		DroppedSlowDisk: c.dropSlowDisk.Load(), DroppedWriteError: c.dropWriteError.Load(), DroppedEncode: c.dropEncode.Load(),
 		TracesWritten: c.tracesWritten.Load(), BytesWritten: c.bytesWritten.Load(),
@@ -85,6 +89,7 @@ func (s Stats) String() string {
 		{s.TooLarge, "requests too large to record"},
 		{s.NotOK, "upstream errors not recorded"},
 		{s.Unparsed, "requests not readable as chat JSON"},
+		{s.Cut, "streams cut off while passing (recorded as far as they went)"},
 		{s.NoTokens, "requests without hash ids (no token ids)"},
 		{s.EstimatedIn, "prompt lengths estimated (no usage)"},
 		{s.EstimatedOut, "answer lengths estimated (no usage)"},
