@@ -330,7 +330,11 @@ func writeMixTable(b *strings.Builder, s Summary, html bool) {
 		for _, st := range r.steps {
 			ss = append(ss, fmt.Sprint(st.Sessions))
 		}
-		cells := []string{r.label, capV + " (" + capD + ")", limitedBy(r.c.LimitedBy), target, strings.Join(ss, ", ")}
+		capCell := capV + " (" + capD + ")"
+		if capV == "no data" { // its detail is the note, already escaped for a card
+			capCell = "not measured: " + strings.TrimSuffix(r.c.Note, ".")
+		}
+		cells := []string{r.label, capCell, limitedBy(r.c.LimitedBy), target, strings.Join(ss, ", ")}
 		if html {
 			fmt.Fprintf(b, "<tr><td class=\"l\">%s</td><td>%s</td><td class=\"l\">%s</td><td>%s</td><td>%s</td></tr>\n", esc(cells[0]), esc(cells[1]), esc(cells[2]), esc(cells[3]), esc(cells[4]))
 		} else {
