@@ -106,10 +106,11 @@ func TestCalibrateRecoversAHiddenProfile(t *testing.T) {
 	}
 	got := fit.Profile
 	// Tolerances: decode windows time the base and the context cost to a
-	// few percent. Prompt tokens are a small share of most iterations in
-	// this light-only workload, so how their cost splits between tokens and
-	// attention is pinned down less well than their sum, the time to
-	// compute an 8K chunk on a 50K context.
+	// few percent (this run: +0% and +0%), and the gauge the KV cache
+	// (+0%). Prompt tokens are a small share of most iterations in this
+	// light-only workload, so how their cost splits between tokens and
+	// attention (+6%, +7%) is pinned down less well than their sum, the
+	// time to compute an 8K chunk on a 50K context (-3%).
 	chunk := func(p sim.Profile) float64 {
 		return 8192/p.PrefillTokensPerSecond + p.PrefillAttentionSecondsPerKVToken*8192*(50000+8192/2)
 	}
@@ -118,12 +119,12 @@ func TestCalibrateRecoversAHiddenProfile(t *testing.T) {
 		got, want float64
 		tol       float64
 	}{
-		{"prefill_tokens_per_second", got.PrefillTokensPerSecond, truth.PrefillTokensPerSecond, 0.2},
-		{"prefill_attention_seconds_per_kv_token", got.PrefillAttentionSecondsPerKVToken, truth.PrefillAttentionSecondsPerKVToken, 0.4},
+		{"prefill_tokens_per_second", got.PrefillTokensPerSecond, truth.PrefillTokensPerSecond, 0.15},
+		{"prefill_attention_seconds_per_kv_token", got.PrefillAttentionSecondsPerKVToken, truth.PrefillAttentionSecondsPerKVToken, 0.3},
 		{"seconds to compute an 8K chunk on 50K of context", chunk(got), chunk(truth), 0.1},
-		{"decode_base_seconds", got.DecodeBaseSeconds, truth.DecodeBaseSeconds, 0.1},
-		{"decode_seconds_per_kv_token", got.DecodeSecondsPerKVToken, truth.DecodeSecondsPerKVToken, 0.15},
-		{"kv_capacity_tokens", float64(got.KVCapacityTokens), float64(truth.KVCapacityTokens), 0.1},
+		{"decode_base_seconds", got.DecodeBaseSeconds, truth.DecodeBaseSeconds, 0.05},
+		{"decode_seconds_per_kv_token", got.DecodeSecondsPerKVToken, truth.DecodeSecondsPerKVToken, 0.1},
+		{"kv_capacity_tokens", float64(got.KVCapacityTokens), float64(truth.KVCapacityTokens), 0.05},
 		{"block_size", float64(got.BlockSize), float64(truth.BlockSize), 0},
 		{"max_model_len", float64(got.MaxModelLen), float64(truth.MaxModelLen), 0},
 	}

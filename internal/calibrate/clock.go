@@ -35,10 +35,13 @@ const maxBins = 200000
 
 // newIterClock builds the clock from coefficients b (decode base, seconds
 // per context token, seconds per prompt token, seconds per attention
-// pair): in each short bin an iteration costs the base and its decodes'
-// context, stretched by the share of the bin the prompts computed in it
-// take. Bins without decodes run prefill alone, at the base's pace.
-func newIterClock(spans []span, b []float64) *iterClock {
+// pair) and the iteration budget. While a prompt longer than the budget is
+// computed, every iteration is one full chunk of it, so iterations come at
+// its chunks over its stretch. Otherwise, in each short bin, an iteration
+// costs the base and its decodes' context, stretched by the share of the
+// bin the short prompts computed in it take; bins without decodes run at
+// the base's pace.
+func newIterClock(spans []span, b []float64, budget int) *iterClock {
 	if len(spans) == 0 {
 		return nil
 	}
@@ -48,16 +51,21 @@ func newIterClock(spans []span, b []float64) *iterClock {
 	}
 	dt := max(0.02, (t1-t0)/maxBins)
 	n := int(math.Ceil((t1-t0)/dt)) + 1
-	decoders, ctx, busy := make([]float64, n), make([]float64, n), make([]float64, n)
+	decoders, ctx, busy, chunks := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	bin := func(t float64) int { return min(n-1, max(0, int((t-t0)/dt))) }
 	for _, s := range spans {
 		if u := float64(s.uncached()); u > 0 {
 			// seconds of prompt work per second of the stretch
 			d := s.first - s.prefillStart
 			cost := u*b[2] + u*(float64(s.cached)+u/2)*b[3]
-			if d <= dt {
+			switch {
+			case u > float64(budget) && d > dt:
+				for i := bin(s.prefillStart); i <= bin(s.first); i++ {
+					chunks[i] += u / float64(budget) / d
+				}
+			case d <= dt:
 				busy[bin(s.first)] += cost / dt
-			} else {
+			default:
 				for i := bin(s.prefillStart); i <= bin(s.first); i++ {
 					busy[i] += cost / d
 				}
@@ -81,6 +89,9 @@ func newIterClock(spans []span, b []float64) *iterClock {
 		rate := 0.0
 		if iter > 0 {
 			rate = 1 / iter
+		}
+		if chunks[i] > 0 {
+			rate = chunks[i]
 		}
 		c.cum[i+1] = c.cum[i] + rate*dt
 	}

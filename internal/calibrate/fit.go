@@ -163,45 +163,37 @@ func FitProfile(runs []Run) (Fit, error) {
 		return f, errors.New("calibrate: the fit found no cost for decoding: the runs' answers were too short to time")
 	}
 
-	// KV capacity from the usage gauge.
-	var held, usage float64
-	var points int
+	// KV capacity from the usage gauge: the median over scrapes of the
+	// tokens held over the share of blocks in use, leaving out scrapes
+	// where the engine was preempting or short of KV (a preempted request
+	// holds what no record shows).
+	var ratios []float64
 	for i, r := range runs {
 		for _, s := range r.Samples {
 			u, ok := s.Gauge[signal.KVCacheUsage]
-			if !ok || math.IsNaN(u) || u < 0.02 || u > 0.95 {
+			at := s.At.Seconds()
+			if !ok || math.IsNaN(u) || u < 0.02 || u > 0.95 || skip[i].touches(at-1e-9, at+1e-9) {
 				continue
 			}
-			tok := resident(spans[i], s.At.Seconds(), p.BlockSize)
-			if tok <= 0 {
-				continue
+			if tok := resident(spans[i], at, p.BlockSize); tok > 0 {
+				ratios = append(ratios, tok/u)
 			}
-			held += tok
-			usage += u
-			points++
 		}
 	}
-	kvFrom := "the default profile (no scrape read the KV-usage gauge between 2% and 95%)"
+	kvFrom := "the default profile (no scrape read the KV-usage gauge between 2% and 95% while the engine ran clear)"
 	var kvSE float64
-	if points >= 3 {
-		p.KVCapacityTokens = int(math.Round(held / usage))
-		kvFrom = fmt.Sprintf("fitted: tokens held by the requests in flight over the KV-usage gauge at %d scrapes", points)
-		// spread of the per-scrape ratios, as a rough error of the mean
-		var ratios []float64
-		for i, r := range runs {
-			for _, s := range r.Samples {
-				u, ok := s.Gauge[signal.KVCacheUsage]
-				if !ok || u < 0.02 || u > 0.95 {
-					continue
-				}
-				if tok := resident(spans[i], s.At.Seconds(), p.BlockSize); tok > 0 {
-					ratios = append(ratios, tok/u)
-				}
-			}
+	if len(ratios) >= 3 {
+		sort.Float64s(ratios)
+		mid := ratios[len(ratios)/2]
+		p.KVCapacityTokens = int(math.Round(mid))
+		kvFrom = fmt.Sprintf("fitted: the median over %d scrapes of the tokens the requests in flight held over the KV-usage gauge", len(ratios))
+		dev := make([]float64, len(ratios))
+		for k, v := range ratios {
+			dev[k] = v - mid
 		}
-		kvSE = stddev(ratios) / math.Sqrt(float64(len(ratios)))
+		kvSE = 1.25 * robustSigma(dev) / math.Sqrt(float64(len(ratios))) // a median's standard error
 	} else {
-		f.Notes = append(f.Notes, "the KV cache capacity is the default profile's: no scrape read the KV-usage gauge")
+		f.Notes = append(f.Notes, "the KV cache capacity is the default profile's: no scrape read the KV-usage gauge while the engine ran clear")
 	}
 	f.Notes = append(f.Notes, "not fitted: the host cache tier (host_cache_tokens), kv_bytes_per_token and prefill/decode links keep the default profile's values")
 
@@ -277,22 +269,6 @@ func gcd(a, b int) int {
 		a, b = b, a%b
 	}
 	return a
-}
-
-func stddev(v []float64) float64 {
-	if len(v) < 2 {
-		return 0
-	}
-	m := 0.0
-	for _, x := range v {
-		m += x
-	}
-	m /= float64(len(v))
-	s := 0.0
-	for _, x := range v {
-		s += (x - m) * (x - m)
-	}
-	return math.Sqrt(s / float64(len(v)-1))
 }
 
 // decodeEquations are the decode windows: from a request's first token to
@@ -491,7 +467,7 @@ func fitTiming(spans [][]span, skip []stretches, budget int, personality string)
 			if clocks != nil {
 				sp = tighten(sp, clocks[i], budget)
 			}
-			nextClocks[i] = newIterClock(sp, sol.coef)
+			nextClocks[i] = newIterClock(sp, sol.coef, budget)
 		}
 		clocks = nextClocks
 	}

@@ -4,10 +4,12 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/stats"
 )
 
@@ -226,5 +228,70 @@ func TestComparisonText(t *testing.T) {
 				t.Errorf("the step the prediction did not run reads %q, want %q", f, want)
 			}
 		}
+	}
+}
+
+// TestClockFollowsChunks: while a prompt longer than the budget is
+// computed, every iteration is one chunk of it, however fast decodes alone
+// would go; a decode beside it gets that many tokens.
+func TestClockFollowsChunks(t *testing.T) {
+	spans := []span{
+		// decodes 1000 tokens from 0 to 20 s
+		{arrive: 0, prefillStart: 0, first: 0.01, last: 20, prompt: 1000, output: 1001},
+		// 81920 fresh tokens (10 chunks of 8192) computed from 5 to 15 s
+		{arrive: 5, prefillStart: 5, first: 15, last: 15, prompt: 81920, output: 1},
+	}
+	clk := newIterClock(spans, []float64{0.01, 0, 1e-4, 0}, 8192)
+	if n := clk.at(15) - clk.at(5); math.Abs(n-10) > 0.5 {
+		t.Errorf("%.1f iterations while the long prompt was computed, want 10 (its chunks)", n)
+	}
+	if n := clk.at(4) - clk.at(2); math.Abs(n-200) > 1 {
+		t.Errorf("%.1f iterations in 2 s of decoding alone at 10 ms, want 200", n)
+	}
+	w := workIn(spans, 5, 15, 8192, clk)
+	if w.maxDecode > 20 {
+		t.Errorf("the decode beside the long prompt got %.0f tokens in its 10 iterations: its tokens are spread by seconds, not iterations", w.maxDecode)
+	}
+	// tighten: the long prompt's start can be no earlier than its chunks
+	// before its first token, so a wait before it is not prefill
+	spans[1].prefillStart = 0
+	if got := tighten(spans, clk, 8192)[1].prefillStart; math.Abs(got-5) > 0.1 {
+		t.Errorf("tightened prefill start %.2f, want 5", got)
+	}
+}
+
+// TestTroubledStretches: the windows where the engine preempted or held
+// 90% of its KV cache are found scrape to scrape and skipped.
+func TestTroubledStretches(t *testing.T) {
+	sample := func(at float64, preempt, kv float64) signal.Sample {
+		s := signal.NewSample(time.Duration(at * float64(time.Second)))
+		s.Counter[signal.Preemptions] = preempt
+		s.Gauge[signal.KVCacheUsage] = kv
+		return s
+	}
+	tr := troubledOf([]signal.Sample{sample(0, 0, 0.5), sample(5, 0, 0.5), sample(10, 2, 0.5), sample(15, 2, 0.5), sample(20, 2, 0.95), sample(25, 2, 0.5)})
+	if len(tr) != 3 || tr[0] != [2]float64{5, 10} || tr[1] != [2]float64{15, 20} || tr[2] != [2]float64{20, 25} {
+		t.Fatalf("troubled %v, want [5 10] (preemptions) and [15 20] [20 25] (KV at 95%%)", tr)
+	}
+	for _, c := range []struct {
+		t0, t1 float64
+		want   bool
+	}{{0, 4.9, false}, {4, 6, true}, {10.5, 14.5, false}, {14, 30, true}, {26, 30, false}} {
+		if got := tr.touches(c.t0, c.t1); got != c.want {
+			t.Errorf("touches(%g, %g) = %v, want %v", c.t0, c.t1, got, c.want)
+		}
+	}
+}
+
+// TestSimultaneousArrivalsServedByFirstToken: requests sent at the same
+// instant are taken to have been served in the order of their first tokens.
+func TestSimultaneousArrivalsServedByFirstToken(t *testing.T) {
+	rec := func(lane int, first float64) load.Record {
+		return load.Record{V: load.RecordVersion, Lane: lane, Send: 10, FirstToken: first, LastToken: first, ServedPromptTokens: 50000, OutputTokens: 1, Status: 200}
+	}
+	busy := load.Record{V: load.RecordVersion, Lane: 9, Send: 0, FirstToken: 1, LastToken: 100, ServedPromptTokens: 10, OutputTokens: 500, Status: 200}
+	spans, _ := spansOf([]load.Record{busy, rec(1, 30), rec(2, 20)}, func(int) float64 { return 0 })
+	if spans[1].lane != 2 || spans[1].prefillStart != 10 || spans[2].prefillStart != 20 {
+		t.Errorf("spans %+v: want lane 2 (first token at 20) computed first, from 10, and lane 1 from 20", spans[1:])
 	}
 }

@@ -58,7 +58,15 @@ func spansOf(recs []load.Record, gap func(prompt int) float64) (out []span, skip
 		}
 		busyUntil = max(busyUntil, s.last)
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].arrive < out[j].arrive })
+	// Requests sent together (the lanes a step adds prime at once) reach
+	// the engine in an order no stamp shows; the order of their first
+	// tokens is the order they were served in.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].arrive != out[j].arrive {
+			return out[i].arrive < out[j].arrive
+		}
+		return out[i].first < out[j].first
+	})
 	latest := math.Inf(-1)
 	for i := range out {
 		s := &out[i]
