@@ -59,7 +59,8 @@ func (f *fakeUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			h.Write([]byte(w))
 			ids[i] = h.Sum32()
 		}
-		json.NewEncoder(w).Encode(map[string]any{"count": len(ids), "tokens": ids})
+		// vLLM's TokenizeResponse: count, max_model_len, tokens
+		json.NewEncoder(w).Encode(map[string]any{"count": len(ids), "max_model_len": 131072, "tokens": ids})
 	case strings.HasSuffix(r.URL.Path, "/chat/completions") && req.Stream:
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.Header().Set("X-Upstream", "yes")
