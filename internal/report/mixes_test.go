@@ -185,3 +185,18 @@ func TestTierFindingNeedsARealGap(t *testing.T) {
 		t.Errorf("0.5 against 0.9: %q", got)
 	}
 }
+
+// TestMixTableNoData: a mix whose first step read no data printed the
+// card's note and limit twice, escaped for HTML, in the table of mixes.
+func TestMixTableNoData(t *testing.T) {
+	nan := pv{math.NaN(), math.NaN(), math.NaN(), 0, 0}
+	s := summaryOf(simLadder(), 8)
+	ms := summaryOf([]sweep.StepResult{judgedStep(0, 4, nan, nan, pv{0, 0, 0.01, 0, 0})}, 8)
+	s.Mixes = []MixResult{{Name: "light", Mix: Mix{Light: 1}, Steps: ms.Steps, Capacity: ms.Capacity}}
+	var md strings.Builder
+	writeMixTable(&md, s, false)
+	want := "| light-only | not measured: " + strings.TrimSuffix(ms.Capacity.Note, ".") + " | " + ms.Capacity.LimitedBy + " |"
+	if !strings.Contains(md.String(), want) {
+		t.Errorf("the table of mixes lacks %q:\n%s", want, md.String())
+	}
+}
