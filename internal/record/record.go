@@ -94,7 +94,6 @@ type Recorder struct {
 	tok       *tokenizer
 	convos    *conversations // the assembler's own
 	openConvs atomic.Int64
-	stopped   chan struct{}
 	wrote     chan struct{}
 	closing   sync.Once
 	closed    atomic.Bool
@@ -150,13 +149,12 @@ func New(o Options) (*Recorder, error) {
 		return nil, fmt.Errorf("record: drawing the recording's id: %v", err)
 	}
 	r := &Recorder{
-		o:       o,
-		seed:    maphash.MakeSeed(),
-		prefix:  "rec-" + hex.EncodeToString(id[:]),
-		queue:   make(chan *exchange, 4096),
-		writes:  make(chan []byte, o.WriteQueue),
-		stopped: make(chan struct{}),
-		wrote:   make(chan struct{}),
+		o:      o,
+		seed:   maphash.MakeSeed(),
+		prefix: "rec-" + hex.EncodeToString(id[:]),
+		queue:  make(chan *exchange, 4096),
+		writes: make(chan []byte, o.WriteQueue),
+		wrote:  make(chan struct{}),
 	}
 	r.tok = newTokenizer(o.Upstream, o.Transport, o.Tokenize)
 	r.convos = newConversations(r.prefix, o.Idle)
@@ -228,7 +226,6 @@ func (r *Recorder) work() {
 		close(jobs)
 		close(ordered)
 	}()
-	defer close(r.stopped)
 	defer wg.Wait()
 	defer close(r.writes)
 	tick := time.NewTicker(max(time.Second, min(r.o.Idle/4, time.Minute)))
