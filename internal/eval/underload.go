@@ -192,7 +192,7 @@ func (s StepTally) Part(maxShare, confidence float64) verdict.Part {
 	default:
 		p.Verdict = verdict.Pass
 		if hi > maxShare {
-			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("inconclusive: %d of %d tool calls mismatched and the interval reaches %.3f, past the %.3f allowed; evals block only on a confident fail", s.Mismatched, s.ToolAnswered, hi, maxShare))
+			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("inconclusive: %d of %d tool calls mismatched and the interval reaches %.1f%%, past the %.1f%% allowed; evals block only on a confident fail", s.Mismatched, s.ToolAnswered, 100*hi, 100*maxShare))
 		}
 	}
 	return p
