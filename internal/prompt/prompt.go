@@ -32,6 +32,10 @@ type Builder struct {
 	// tokens is round(n/TokensPerWord) words and a block round(BlockSize/
 	// TokensPerWord) words (at least 1), so equal ids still give equal text.
 	TokensPerWord float64
+	// Memo, when set, is shared by the run's builders: a turn copies the
+	// text of the blocks it shares with an earlier turn of its play (see
+	// Memo). The text is the same with it or without it.
+	Memo *Memo
 }
 
 // alphabet has 32 JSON-safe symbols, so one symbol is five random bits.
@@ -44,7 +48,8 @@ const alphabet = "abcdefghijklmnopqrstuvwxyz012345"
 // byte-identical text; the last block is cut to hit tokens exactly, and if
 // the ids run out, filler words from (traceID, play, position) make up the
 // count. With TokensPerWord set, "tokens" above means words, scaled as the
-// field says. Append does not allocate when dst has the capacity.
+// field says. Append does not allocate when dst has the capacity (nor, with
+// a Memo, once the memo holds the play's earlier turns).
 func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64, tokens int) []byte {
 	if tokens <= 0 {
 		return dst
@@ -62,24 +67,57 @@ func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64
 	// near certainty; the second spells the play number, so two plays of one
 	// trace never share it.
 	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
-	dst = append(dst, 'p')
-	dst = appendSymbols(dst, playKey, 12)
-	left := tokens - 1
-	if left == 0 {
-		return dst
+	if b.Memo == nil || tokens <= MarkerWords {
+		return b.appendFrom(dst, nil, th, playKey, play, hashIDs, tokens, block, 0)
 	}
-	dst = append(dst, ' ', 'n')
-	dst = appendNumber(dst, play)
-	left--
+	start := len(dst)
+	key := memoKey{trace: traceID, play: play, seed: b.Seed, block: block}
+	var ends []int
+	dst, ends, done := b.Memo.appendShared(dst, ends, key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block))
+	if done == 0 {
+		ends = ends[:0]
+	}
+	dst = b.appendFrom(dst, &ends, th, playKey, play, hashIDs, tokens, block, done)
+	b.Memo.keep(key, dst[start:], hashIDs[:len(ends)-1], ends)
+	return dst
+}
 
+// appendFrom is Append from block done on (0: the marker first); dst
+// already holds the marker and blocks before done. With ends set, it
+// records where the marker and each full block end (relative to the
+// prompt's start) past the first len(*ends) already recorded.
+func (b Builder) appendFrom(dst []byte, ends *[]int, th, playKey, play uint64, hashIDs []int64, tokens, block, done int) []byte {
+	start := len(dst)
+	if ends != nil && len(*ends) > 0 {
+		start -= (*ends)[len(*ends)-1]
+	}
+	left := tokens - MarkerWords - done*block
+	if done == 0 {
+		dst = append(dst, 'p')
+		dst = appendSymbols(dst, playKey, 12)
+		left = tokens - 1
+		if left == 0 {
+			return dst
+		}
+		dst = append(dst, ' ', 'n')
+		dst = appendNumber(dst, play)
+		left--
+		if ends != nil {
+			*ends = append((*ends)[:0], len(dst)-start)
+		}
+	}
 	blockKey := mix(b.Seed^0x626c6f636b) ^ th
-	for _, id := range hashIDs {
+	for _, id := range hashIDs[done:] {
 		if left == 0 {
 			return dst
 		}
 		n := min(block, left)
 		dst = appendWords(dst, mix(blockKey^mix(uint64(id))), n)
 		left -= n
+		if ends != nil && n == block && len(*ends) == done+1 {
+			*ends = append(*ends, len(dst)-start)
+			done++
+		}
 	}
 	if left > 0 {
 		// Filler: the position makes it differ from any block text.

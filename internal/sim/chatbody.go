@@ -42,7 +42,48 @@ var (
 // TestChatBodyMatchesDecoder and FuzzChatBody); message contents are slices
 // of buf.
 func fastChat(buf []byte, blockSize int) (chatRequest, *promptScan, bool) {
+	body, at, ok := fastRequest(buf)
+	if !ok {
+		return body, nil, false
+	}
+	scan := newPromptScan(blockSize, len(buf))
+	if !scan.addMessages(body.Messages, at, 0, -1) {
+		return body, nil, false
+	}
+	return body, scan, true
+}
+
+// addMessages scans msgs[from:] (contents at body offsets at) and finishes
+// the scan. With resume >= 0 the scan stands inside msgs[from]'s content
+// string at body offset resume (see promptScan.resume), so that message's
+// boundary and the bytes before resume are not fed again. It reports false
+// for a content the scan refuses.
+func (p *promptScan) addMessages(msgs []chatMessage, at []int, from, resume int) bool {
+	for i := from; i < len(msgs); i++ {
+		m := msgs[i]
+		p.msg = i
+		if i == from && resume >= 0 {
+			end := at[i] + len(m.Content) - 1 // the closing quote
+			if resume > end || p.addStringBody(m.Content[resume-at[i]:len(m.Content)-1], resume) != nil {
+				return false
+			}
+			continue
+		}
+		p.boundary(m.Role)
+		if p.addContentAt(m.Content, at[i]) != nil {
+			return false
+		}
+	}
+	p.finish()
+	return true
+}
+
+// fastRequest is fastChat's reading of the request, without the scan: the
+// request and the body offset of each message's content (-1 when it has
+// none).
+func fastRequest(buf []byte) (chatRequest, []int, bool) {
 	var body chatRequest
+	var at []int
 	i := skipSpace(buf, 0)
 	if i >= len(buf) || buf[i] != '{' {
 		return body, nil, false
@@ -59,7 +100,7 @@ func fastChat(buf []byte, blockSize int) (chatRequest, *promptScan, bool) {
 		case 0:
 			err = json.Unmarshal(v, &body.Model)
 		case 1:
-			body.Messages, ok = fastMessages(buf, val, end)
+			body.Messages, at, ok = fastMessages(buf, val, end)
 		case 2:
 			err = json.Unmarshal(v, &body.MaxTokens)
 		case 3:
@@ -88,32 +129,27 @@ func fastChat(buf []byte, blockSize int) (chatRequest, *promptScan, bool) {
 	if len(body.Messages) == 0 {
 		return body, nil, false
 	}
-	scan := newPromptScan(blockSize, len(buf))
-	for _, m := range body.Messages {
-		scan.boundary(m.Role)
-		if scan.addContent(m.Content) != nil {
-			return body, nil, false
-		}
-	}
-	scan.finish()
-	return body, scan, true
+	return body, at, true
 }
 
 // fastMessages reads the messages array buf[i:end]: objects whose role is a
-// string and whose content is any value (checked when it is scanned).
-func fastMessages(buf []byte, i, end int) ([]chatMessage, bool) {
+// string and whose content is any value (checked when it is scanned), and
+// the offset of each content in buf (-1 for none).
+func fastMessages(buf []byte, i, end int) ([]chatMessage, []int, bool) {
 	if buf[i] != '[' {
-		return nil, false
+		return nil, nil, false
 	}
 	if i = skipSpace(buf, i+1); i < end && buf[i] == ']' {
-		return nil, i+1 == end
+		return nil, nil, i+1 == end
 	}
 	var msgs []chatMessage
+	var at []int
 	for ; ; i = skipSpace(buf, i+1) {
 		if i >= end || buf[i] != '{' {
-			return nil, false
+			return nil, nil, false
 		}
 		var m chatMessage
+		mat := -1
 		if i = skipSpace(buf, i+1); i < end && buf[i] == '}' {
 			i++
 		} else {
@@ -121,34 +157,34 @@ func fastMessages(buf []byte, i, end int) ([]chatMessage, bool) {
 			for ; ; i = skipSpace(buf, i+1) {
 				k, val, vend, ok := member(buf, i, end, messageKeys, &seen)
 				if !ok {
-					return nil, false
+					return nil, nil, false
 				}
 				switch k {
 				case 0:
 					ok = json.Unmarshal(buf[val:vend], &m.Role) == nil
 				case 1:
-					m.Content = buf[val:vend:vend]
+					m.Content, mat = buf[val:vend:vend], val
 				default:
 					ok = json.Valid(buf[val:vend])
 				}
 				if !ok {
-					return nil, false
+					return nil, nil, false
 				}
 				if i = skipSpace(buf, vend); i < end && buf[i] == '}' {
 					i++
 					break
 				}
 				if i >= end || buf[i] != ',' {
-					return nil, false
+					return nil, nil, false
 				}
 			}
 		}
-		msgs = append(msgs, m)
+		msgs, at = append(msgs, m), append(at, mat)
 		if i = skipSpace(buf, i); i < end && buf[i] == ']' {
-			return msgs, i+1 == end
+			return msgs, at, i+1 == end
 		}
 		if i >= end || buf[i] != ',' {
-			return nil, false
+			return nil, nil, false
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"unicode"
 	"unicode/utf8"
 )
@@ -27,7 +28,21 @@ type promptScan struct {
 	blockAcc uint64 // running hash of the words of the current block
 	inBlock  int    // words in the current block
 	parent   uint64 // hash of the previous full block
+
+	// With track set, cps gets a checkpoint for every block that a byte of
+	// a message's content string ended: a scan cache resumes there (see
+	// scanCache). msg is the message being scanned.
+	track bool
+	msg   int
+	cps   []checkpoint
 }
+
+// checkpoint is where in a body a block ended: off is just past the
+// whitespace that ended its last word, inside the content string of
+// message msg. The scan's state there is block's hash as parent and
+// nothing pending, so a scan of another body with the same bytes up to
+// off can go on from it.
+type checkpoint struct{ off, block, msg int32 }
 
 const (
 	fnvOffset = 14695981039346656037
@@ -69,9 +84,11 @@ func (p *promptScan) addRune(r rune) {
 	}
 }
 
-func (p *promptScan) space() {
+// space ends the current word, if any, and reports whether that ended a
+// block.
+func (p *promptScan) space() bool {
 	if !p.inWord {
-		return
+		return false
 	}
 	p.inWord = false
 	p.words++
@@ -83,6 +100,28 @@ func (p *promptScan) space() {
 		p.parent = h
 		p.blockAcc = 0
 		p.inBlock = 0
+		return true
+	}
+	return false
+}
+
+// mark records a checkpoint at body offset off (tracking only).
+func (p *promptScan) mark(off int) {
+	if p.track && off >= 0 {
+		p.cps = append(p.cps, checkpoint{int32(off), int32(len(p.hashes) - 1), int32(p.msg)})
+	}
+}
+
+// resume puts the scan where a scan of an earlier body stood at cp: the
+// first cp.block+1 block hashes of hashes (copied), nothing pending.
+func (p *promptScan) resume(hashes []uint64, cps []checkpoint, cp int) {
+	c := cps[cp]
+	p.hashes = append(p.hashes[:0], hashes[:c.block+1]...)
+	p.parent = hashes[c.block]
+	p.words = int(c.block+1) * p.blockSize
+	p.blockAcc, p.inBlock, p.inWord = 0, 0, false
+	if p.track {
+		p.cps = append(p.cps[:0], cps[:cp+1]...)
 	}
 }
 
@@ -113,11 +152,27 @@ var wordByte = func() (t [256]bool) {
 // it checks as encoding/json would (escapes, no raw control characters; the
 // caller found the closing quote). Escapes are decoded so the same text
 // hashes the same whichever way it was escaped.
-func (p *promptScan) addJSONString(raw []byte) error {
+func (p *promptScan) addJSONString(raw []byte) error { return p.addJSONStringAt(raw, -1) }
+
+// addJSONStringAt is addJSONString for a string at body offset at (-1:
+// not in the body), where checkpoints are marked.
+func (p *promptScan) addJSONStringAt(raw []byte, at int) error {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return errors.New("expected a JSON string")
 	}
-	s := raw[1 : len(raw)-1]
+	base := -1
+	if at >= 0 {
+		base = at + 1
+	}
+	return p.addStringBody(raw[1:len(raw)-1], base)
+}
+
+// addStringBody feeds the inside of a JSON string, s, found at body offset
+// base (-1: not in the body).
+func (p *promptScan) addStringBody(s []byte, base int) error {
+	if base < 0 {
+		base = math.MinInt32 // marks nothing
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		if wordByte[c] {
@@ -142,7 +197,9 @@ func (p *promptScan) addJSONString(raw []byte) error {
 			i += 2
 			switch e {
 			case 'n', 't', 'r', 'f':
-				p.space()
+				if p.space() {
+					p.mark(base + i)
+				}
 			case 'b':
 				p.addByte('\b')
 			case '"', '\\', '/':
@@ -153,10 +210,10 @@ func (p *promptScan) addJSONString(raw []byte) error {
 					return err
 				}
 				i += n - 2
-				if unicode.IsSpace(r) {
-					p.space()
-				} else {
+				if !unicode.IsSpace(r) {
 					p.addRune(r)
+				} else if p.space() {
+					p.mark(base + i)
 				}
 			default:
 				return fmt.Errorf("invalid escape \\%c in JSON string", e)
@@ -164,22 +221,22 @@ func (p *promptScan) addJSONString(raw []byte) error {
 		case c < 0x20:
 			return errors.New("control character in JSON string")
 		case c < utf8.RuneSelf:
-			if asciiSpace[c] {
-				p.space()
-			} else {
-				p.addByte(c)
-			}
 			i++
+			if !asciiSpace[c] {
+				p.addByte(c)
+			} else if p.space() {
+				p.mark(base + i)
+			}
 		default:
 			r, n := utf8.DecodeRune(s[i:])
-			if unicode.IsSpace(r) {
-				p.space()
-			} else {
+			if !unicode.IsSpace(r) {
 				for _, b := range s[i : i+n] {
 					p.addByte(b)
 				}
+				i += n
+			} else if i += n; p.space() {
+				p.mark(base + i)
 			}
-			i += n
 		}
 	}
 	return nil
@@ -230,14 +287,24 @@ type contentPart struct {
 
 // addContent feeds a message content: a string, an array of parts (only
 // "text" parts count), or null.
-func (p *promptScan) addContent(raw json.RawMessage) error {
+func (p *promptScan) addContent(raw json.RawMessage) error { return p.addContentAt(raw, -1) }
+
+// addContentAt is addContent for a content value at body offset at (-1:
+// not in the body); only a string content marks checkpoints.
+func (p *promptScan) addContentAt(raw json.RawMessage, at int) error {
+	for len(raw) > 0 && raw[0] < utf8.RuneSelf && asciiSpace[raw[0]] {
+		raw = raw[1:]
+		if at >= 0 {
+			at++
+		}
+	}
 	raw = trimJSONSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
 	switch raw[0] {
 	case '"':
-		return p.addJSONString(raw)
+		return p.addJSONStringAt(raw, at)
 	case '[':
 		var parts []contentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
