@@ -131,3 +131,22 @@ func chatTurn(t *testing.T, base, model string, msgs []map[string]any) {
 		t.Fatalf("HTTP %d: %s", resp.StatusCode, b.String())
 	}
 }
+
+// TestRecordHelp: record and traces anonymise say what they do and show an
+// example, as every command does.
+func TestRecordHelp(t *testing.T) {
+	for _, args := range [][]string{{"record", "--help"}, {"traces", "anonymise", "--help"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, &out, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), "Examples:") || !strings.Contains(out.String(), "never") {
+			t.Errorf("%v:\n%s", args, out.String())
+		}
+	}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"record", "-o", filepath.Join(t.TempDir(), "r.jsonl")}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "--upstream") {
+		t.Errorf("record without --upstream: %v", err)
+	}
+}
