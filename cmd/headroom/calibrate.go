@@ -82,6 +82,16 @@ verify the shortlist on GPUs, calibrate from what was measured.`,
 				}
 				runs = append(runs, r)
 			}
+			if !noPredict {
+				// say now, not after the fit, that the clock is wrong
+				probe, err := calibrate.PredictConfig(runs[0], out, "vllm", output)
+				if err == nil {
+					err = calibrate.SetClock(&probe, scale)
+				}
+				if err != nil {
+					return fmt.Errorf("--time-scale: %w", err)
+				}
+			}
 			fit, err := calibrate.FitProfile(runs)
 			if err != nil {
 				return err
@@ -104,9 +114,6 @@ verify the shortlist on GPUs, calibrate from what was measured.`,
 				cfg, err := calibrate.PredictConfig(r, out, fit.Personality, output)
 				if err != nil {
 					return err
-				}
-				if err := calibrate.SetClock(&cfg, scale); err != nil {
-					return fmt.Errorf("--time-scale: %w", err)
 				}
 				fmt.Fprintf(stderr, "predicting %s at time scale %s ...\n", r.Dir, scale)
 				c, err := calibrate.Predict(cmd.Context(), r, cfg, predictRunner(scale))
