@@ -1,6 +1,7 @@
 package signal
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -153,6 +154,12 @@ func (s *Scraper) each(n int, f func(i int)) {
 
 // fetch reads and parses one target's exposition.
 func (s *Scraper) fetch(ctx context.Context, target string) (map[string]*dto.MetricFamily, error) {
+	return s.fetchWanted(ctx, target, nil)
+}
+
+// fetchWanted is fetch for the families in want (nil: all). Others may be
+// left out of what it returns (see keepFamilies).
+func (s *Scraper) fetchWanted(ctx context.Context, target string, want map[string]bool) (map[string]*dto.MetricFamily, error) {
 	client := s.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -174,17 +181,118 @@ func (s *Scraper) fetch(ctx context.Context, target string) (map[string]*dto.Met
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %s (want 200 from a /metrics endpoint)", resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(io.LimitReader(resp.Body, maxBody))
+	text, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return nil, err
+	}
+	if want != nil {
+		if kept, ok := keepFamilies(text, want); ok {
+			if families, err := parseText(kept); err == nil {
+				return families, nil
+			}
+			// An error's line number is the whole text's: parse it all.
+		}
+	}
+	families, err := parseText(text)
 	if err != nil {
 		return nil, fmt.Errorf("parsing metrics exposition: %w (is the target a Prometheus /metrics endpoint in text format?)", err)
 	}
 	return families, nil
 }
 
+func parseText(text []byte) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(bytes.NewReader(text))
+}
+
+// wanted is the set of families a scrape reads: those the mapping names
+// and the process watch's start time.
+func (s *Scraper) wanted() map[string]bool {
+	want := map[string]bool{startTimeFamily: true}
+	for _, f := range s.Mapping.Families() {
+		want[f] = true
+	}
+	return want
+}
+
+// keepFamilies cuts an exposition down to the families in want before it
+// is parsed: parsing was most of a scrape's cost, and an engine exposes
+// many families the mapping never reads. A family's block (its # HELP and
+// # TYPE lines and the samples after them) is left out only when every
+// sample in it is named as the family's own (name, name_bucket, _sum,
+// _count), so what is parsed from the rest is what parsing the whole text
+// gives for those families. It reports false, keeping nothing, when it
+// cannot be sure: a block with a sample of another name, quoted (UTF-8)
+// names, or a label the process watch reads (a pod or host name may sit on
+// any series). Pre-flight reads every family (Families), so an exposition
+// broken in a family no rule reads is still found there.
+func keepFamilies(text []byte, want map[string]bool) ([]byte, bool) {
+	for _, l := range identityLabels {
+		if bytes.Contains(text, []byte(l+"=")) {
+			return nil, false
+		}
+	}
+	out := make([]byte, 0, len(text)/2)
+	block, start, keep := "", 0, true // the block being read (""; the lines before any) and whether it stays
+	for i := 0; i < len(text); {
+		end := len(text)
+		if k := bytes.IndexByte(text[i:], '\n'); k >= 0 {
+			end = i + k + 1
+		}
+		line := bytes.TrimLeft(text[i:end], " \t")
+		switch {
+		case len(line) == 0 || line[0] == '\n':
+		case line[0] == '#':
+			f := bytes.Fields(line[1:])
+			if len(f) < 2 || (string(f[0]) != "HELP" && string(f[0]) != "TYPE") {
+				break // a plain comment
+			}
+			if f[1][0] == '"' {
+				return nil, false
+			}
+			if name := string(f[1]); name != block {
+				if keep {
+					out = append(out, text[start:i]...)
+				}
+				block, start, keep = name, i, want[name]
+			}
+		default:
+			name := line
+			if n := bytes.IndexAny(line, "{ \t"); n >= 0 {
+				name = line[:n]
+			}
+			if block == "" {
+				break // before any block: kept
+			}
+			if !ownSample(name, block) {
+				return nil, false // a sample outside its family's block
+			}
+		}
+		i = end
+	}
+	if keep {
+		out = append(out, text[start:]...)
+	}
+	return out, true
+}
+
+// ownSample reports whether a sample named name belongs to family's block
+// by its name alone: the family's name, or a histogram's or summary's
+// _bucket, _sum or _count.
+func ownSample(name []byte, family string) bool {
+	if !bytes.HasPrefix(name, []byte(family)) {
+		return false
+	}
+	switch string(name[len(family):]) {
+	case "", "_bucket", "_sum", "_count":
+		return true
+	}
+	return false
+}
+
 func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) error {
 	seq := s.seq.Add(1) // scrapes may overlap (the scrape loop and an idle wait)
-	families, err := s.fetch(ctx, target)
+	families, err := s.fetchWanted(ctx, target, s.wanted())
 	if err != nil {
 		return err
 	}
