@@ -251,11 +251,12 @@ func TestRunSkipsTurnsOverContext(t *testing.T) {
 		t.Skip("runs a short sweep")
 	}
 	cfg := config.Default()
+	cfg.TimeScale = config.Virtual
 	cfg.Recipe.Sim.Profile = "glm-16xrtx6000-128k"
 	cfg.Workload.SynthSessions, cfg.Workload.SkipOverContext = 40, true
 	cfg.Evals.Suites = nil
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
-	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 240, 120, 240 // priming room for a loaded or -race host
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS = 60, 120
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

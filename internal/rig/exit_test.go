@@ -144,9 +144,10 @@ func TestDirtyPostflightIsARigError(t *testing.T) {
 		t.Skip("runs a short sweep")
 	}
 	cfg := config.Default()
-	// At scale 20 a loaded host's pre-flight takes a few modelled seconds,
-	// not the 90 that once let the stall begin before any load went out.
-	cfg.TimeScale = 20
+	// On the virtual clock pre-flight takes the same few modelled seconds
+	// however loaded the host is, so the stall never begins before any
+	// load went out (at a scaled wall clock it once did).
+	cfg.TimeScale = config.Virtual
 	cfg.Recipe.Sim.Faults = []byte(`{"ignore_disconnects": true, "stall": {"at_s": 75, "for_s": 100000}}`)
 	cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{2}, 2, 0

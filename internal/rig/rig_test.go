@@ -182,6 +182,7 @@ func TestToolCallsThatBreakOnlyUnderLoad(t *testing.T) {
 		t.Skip("runs a short sweep")
 	}
 	cfg := config.Default()
+	cfg.TimeScale = config.Virtual
 	cfg.Recipe.Sim.Faults = []byte(`{"malformed_tool_calls_above": 3}`)
 	cfg.Evals.Suites = []string{"tool_calling"}
 	cfg.Evals.UnderLoadShare = 0.5
@@ -220,16 +221,33 @@ func TestToolCallsThatBreakOnlyUnderLoad(t *testing.T) {
 }
 
 // TestRehearsalFaultsGetTheRightVerdict injects the faults real fleets show
-// and checks each produces the verdict a team must see, never a pass.
+// and checks each produces the verdict a team must see, never a pass. The
+// step runs on the virtual clock, long enough (6 sessions for 900 modelled
+// seconds, about 200 turns) that the clean step passes: so "not a pass"
+// comes from the fault, and each timed fault is checked to land inside the
+// step's judged time.
 func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs short sweeps")
+	}
+	// the judged time runs from 60 to 960 modelled seconds
+	inJudged := func(t *testing.T, sum report.Summary, at float64) {
+		t.Helper()
+		if len(sum.Steps) > 0 && (at <= sum.Steps[0].MeasureStartS || at >= sum.Steps[0].EndS) {
+			t.Errorf("the fault at %g s is outside the judged time %g-%g s: the case proves nothing", at, sum.Steps[0].MeasureStartS, sum.Steps[0].EndS)
+		}
 	}
 	cases := []struct {
 		name   string
 		faults string
 		check  func(t *testing.T, sum report.Summary, err error)
 	}{
+		// no fault: the step passes, so the faults below are what fail it
+		{"clean", `{}`, func(t *testing.T, sum report.Summary, err error) {
+			if len(sum.Steps) == 0 || sum.Steps[0].Verdict != verdict.Pass {
+				t.Errorf("the clean step: %v (err %v), want pass", stepParts(sum), err)
+			}
+		}},
 		// a fifth of requests refused with 503: the errors part fails
 		{"refusals", `{"refuse": {"share": 0.2, "status": 503}}`, func(t *testing.T, sum report.Summary, err error) {
 			if len(sum.Steps) == 0 || partVerdict(sum.Steps[0], "errors") != verdict.Fail {
@@ -243,14 +261,16 @@ func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
 				t.Errorf("err = %v, want pre-flight to name the missing ttft_seconds", err)
 			}
 		}},
-		// the engine stalls for most of the step: no pass, and the verdict says why
-		{"stall", `{"stall": {"at_s": 160, "for_s": 200}}`, func(t *testing.T, sum report.Summary, err error) {
+		// the engine stalls for a third of the step: no pass, and the verdict says why
+		{"stall", `{"stall": {"at_s": 400, "for_s": 300}}`, func(t *testing.T, sum report.Summary, err error) {
+			inJudged(t, sum, 400)
 			if len(sum.Steps) == 0 || sum.Steps[0].Verdict == verdict.Pass {
 				t.Errorf("a stalled engine's step: %v (err %v), want no pass", stepParts(sum), err)
 			}
 		}},
 		// the engine crashes mid-step and comes back with counters reset
-		{"crash", `{"crash": {"at_s": 170, "for_s": 30}}`, func(t *testing.T, sum report.Summary, err error) {
+		{"crash", `{"crash": {"at_s": 420, "for_s": 60}}`, func(t *testing.T, sum report.Summary, err error) {
+			inJudged(t, sum, 420)
 			if len(sum.Steps) == 0 || sum.Steps[0].Verdict == verdict.Pass {
 				t.Errorf("a crashed engine's step: %v (err %v), want no pass", stepParts(sum), err)
 			}
@@ -258,11 +278,13 @@ func TestRehearsalFaultsGetTheRightVerdict(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each run has its own virtual clock
 			cfg := config.Default()
+			cfg.TimeScale = config.Virtual
 			cfg.Recipe.Sim.Faults = []byte(c.faults)
 			cfg.Evals.Suites, cfg.Evals.UnderLoadShare = nil, 0
-			cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
-			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS, cfg.Workload.PrimeTimeoutS = 240, 180, 120, 240
+			cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{6}, 6, 0
+			cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.DrainS = 60, 900, 120
 			cfg.Workload.SynthSessions = 40
 			cfg.Output = t.TempDir()
 			if err := cfg.Validate(); err != nil {
