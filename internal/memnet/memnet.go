@@ -80,19 +80,25 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if h == nil {
 		return nil, &net.OpError{Op: "dial", Net: "memnet", Err: fmt.Errorf("connect to %s: connection refused", req.URL.Host)}
 	}
-	var body []byte
-	if req.Body != nil {
+	body := &reqBody{}
+	switch {
+	case req.Body != nil && req.ContentLength > 0:
+		// The handler reads the client's body itself; what it has not read
+		// when the round trip returns is copied then (detach).
+		body.src, body.left = req.Body, req.ContentLength
+		defer body.detach()
+	case req.Body != nil:
 		b, err := readAll(req.Body, req.ContentLength)
 		req.Body.Close()
 		if err != nil {
 			return nil, err
 		}
-		body = b
+		body.b, body.left = b, int64(len(b))
 	}
 	ctx, cancel := n.clock.WithCancel(req.Context())
 	sreq := req.Clone(ctx)
-	sreq.Body = &reqBody{b: body}
-	sreq.ContentLength = int64(len(body))
+	sreq.Body = body
+	sreq.ContentLength = body.left
 	sreq.RemoteAddr = "127.0.0.1:1"
 	sreq.RequestURI = req.URL.RequestURI()
 	sreq.Host = req.URL.Host
@@ -126,9 +132,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// readAll reads a request body whole: in one allocation of its length when
-// the client said it, and copying it only once, since the client may reuse
-// its buffer as soon as the round trip returns.
+// readAll reads a request body of unknown length whole.
 func readAll(r io.Reader, size int64) ([]byte, error) {
 	if size <= 0 || size > 1<<34 {
 		return io.ReadAll(r)
@@ -150,22 +154,71 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// reqBody is the handler's request body. It lets go of the bytes once they
-// are read, so a handler that streams for a long time after reading its
-// request does not keep a copy of it alive.
-type reqBody struct{ b []byte }
+// reqBody is the handler's request body. While the round trip waits for
+// the response head, the handler reads the client's body (src) itself, so
+// a long prompt is copied once, into the handler's buffer; when the round
+// trip returns, the client may reuse what its body reads from, so whatever
+// the handler has not read by then is copied into b (detach). A body
+// without a length is copied whole before the handler starts. b lets go of
+// its bytes as they are read.
+type reqBody struct {
+	mu   sync.Mutex
+	src  io.ReadCloser // the client's body, until detached
+	left int64         // bytes of src the length promises and the handler has not read
+	b    []byte        // what is left to read once detached
+	err  error         // what reading src failed with
+}
 
 func (r *reqBody) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.src != nil {
+		if r.left <= 0 {
+			return 0, io.EOF
+		}
+		if int64(len(p)) > r.left {
+			p = p[:r.left]
+		}
+		n, err := r.src.Read(p)
+		r.left -= int64(n)
+		if err == io.EOF && r.left > 0 {
+			err = io.ErrUnexpectedEOF
+		} else if err == io.EOF || r.left == 0 {
+			err = nil
+			if n == 0 {
+				err = io.EOF
+			}
+		}
+		return n, err
+	}
 	if len(r.b) == 0 {
 		r.b = nil
+		if r.err != nil {
+			return 0, r.err
+		}
 		return 0, io.EOF
 	}
 	n := copy(p, r.b)
 	r.b = r.b[n:]
-	if len(r.b) == 0 {
-		r.b = nil
-	}
 	return n, nil
+}
+
+// detach copies what the handler has not read of the client's body, and
+// closes it, as a round trip must.
+func (r *reqBody) detach() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.src == nil {
+		return
+	}
+	if r.left > 0 {
+		r.b = make([]byte, r.left)
+		if n, err := io.ReadFull(r.src, r.b); err != nil {
+			r.b, r.err = r.b[:n], io.ErrUnexpectedEOF
+		}
+	}
+	r.src.Close()
+	r.src, r.left = nil, 0
 }
 
 func (r *reqBody) Close() error { return nil }

@@ -90,34 +90,39 @@ func TestCloseCancelsHandlerAndUnknownHostRefuses(t *testing.T) {
 }
 
 // The handler reads the request body the client sent, whether its length
-// was given or not, and keeps its own copy: the client may reuse its
-// buffer as soon as the round trip returns.
-func TestRequestBodyIsCopiedOnce(t *testing.T) {
+// was given or not and whether it reads it before answering or after the
+// round trip returned (the client may reuse its buffer by then), and a body
+// shorter than its length is an error.
+func TestRequestBodyOutlivesTheRoundTrip(t *testing.T) {
 	c := timescale.NewVirtual()
 	n := New(c)
-	got := make(chan string, 4)
+	got := make(chan string, 8)
 	base := n.Serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/now" {
+			body, err := io.ReadAll(r.Body)
+			got <- fmt.Sprintf("%d:%s:%v", r.ContentLength, body, err)
+		}
 		w.WriteHeader(200)
 		if err := c.Sleep(r.Context(), time.Second); err != nil { // the client has returned by now
 			return
 		}
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			got <- err.Error()
-			return
+		if r.URL.Path != "/now" {
+			body, err := io.ReadAll(r.Body)
+			got <- fmt.Sprintf("%d:%s:%v", r.ContentLength, body, err)
 		}
-		got <- fmt.Sprintf("%d:%s", r.ContentLength, body)
 	}))
 	c.Run(func() {
 		for _, tc := range []struct {
-			body   string
-			length int64
+			path, body string
+			length     int64
 		}{
-			{"known length", 12},
-			{"unknown length", -1},
+			{"/now", "read at once", 12},
+			{"/later", "known length", 12},
+			{"/later", "unknown length", -1},
+			{"/later", "short", 9},
 		} {
 			buf := []byte(tc.body)
-			req, err := http.NewRequest(http.MethodPost, base+"/x", io.MultiReader(bytes.NewReader(buf)))
+			req, err := http.NewRequest(http.MethodPost, base+tc.path, io.MultiReader(bytes.NewReader(buf)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +136,7 @@ func TestRequestBodyIsCopiedOnce(t *testing.T) {
 			resp.Body.Close()
 		}
 	})
-	for _, want := range []string{"12:known length", "14:unknown length"} {
+	for _, want := range []string{"12:read at once:<nil>", "12:known length:<nil>", "14:unknown length:<nil>", "9:short:unexpected EOF"} {
 		if g := <-got; g != want {
 			t.Errorf("handler read %q, want %q", g, want)
 		}

@@ -53,14 +53,47 @@ type memoEntry struct {
 // NewMemo returns a memo that holds at most budget bytes of prompt text.
 func NewMemo(budget int) *Memo { return &Memo{budget: budget, byKey: map[memoKey][]*memoEntry{}} }
 
-// appendShared appends the text of the longest run of leading full blocks
-// (at most full) that a remembered prompt of key shares with ids, the
-// marker included, and returns how many blocks that is, with ends extended
-// by where each block's words end in the appended text (relative to where
-// it starts). It appends nothing when no prompt shares a block.
-func (m *Memo) appendShared(dst []byte, ends []int, key memoKey, ids []int64, full int) ([]byte, []int, int) {
+// build appends to dst the prompt that gen writes, given the text of the
+// longest run of leading full blocks (at most full) that a remembered
+// prompt of key shares with ids: gen(text, ends, done) appends to text,
+// which holds the marker and done blocks whose ends are in ends (relative
+// to the prompt's start; empty when done is 0), the rest of the prompt,
+// and records in ends where its further full blocks end. When the shared
+// prompt's full blocks are all shared (the play's next turn), it is
+// extended in place and copied to dst once; otherwise the shared text is
+// copied to dst, the rest written there, and the prompt remembered.
+func (m *Memo) build(dst []byte, key memoKey, ids []int64, full int, gen func(text []byte, ends *[]int, done int) []byte) []byte {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	e, k := m.best(key, ids, full)
+	if e != nil && k == len(e.ends)-1 {
+		m.held -= cap(e.text)
+		e.text = gen(e.text[:e.ends[k]], &e.ends, k)
+		e.ids = append(e.ids[:k], ids[k:len(e.ends)-1]...)
+		m.held += cap(e.text)
+		dst = append(dst, e.text...)
+		m.overBudget()
+		m.mu.Unlock()
+		return dst
+	}
+	var ends []int
+	if e != nil {
+		dst = append(dst, e.text[:e.ends[k]]...)
+		ends = append(ends, e.ends[:k+1]...)
+	}
+	m.mu.Unlock()
+	start := len(dst)
+	if len(ends) > 0 {
+		start -= ends[len(ends)-1]
+	}
+	dst = gen(dst, &ends, k)
+	m.keep(key, dst[start:], ids[:len(ends)-1], ends)
+	return dst
+}
+
+// best is the remembered prompt of key that shares the most leading full
+// blocks with ids (at most full), and how many; nil when none shares one.
+// It counts as a use. Under mu.
+func (m *Memo) best(key memoKey, ids []int64, full int) (*memoEntry, int) {
 	var best *memoEntry
 	n := 0
 	for _, e := range m.byKey[key] {
@@ -71,14 +104,21 @@ func (m *Memo) appendShared(dst []byte, ends []int, key memoKey, ids []int64, fu
 			best, n = e, k
 		}
 	}
-	if best == nil {
-		return dst, ends, 0
+	if best != nil {
+		m.tick++
+		best.used = m.tick
+		m.lru.MoveToBack(best.el)
+		m.copied += int64(best.ends[n])
 	}
-	m.tick++
-	best.used = m.tick
-	m.lru.MoveToBack(best.el)
-	m.copied += int64(best.ends[n])
-	return append(dst, best.text[:best.ends[n]]...), append(ends, best.ends[:n+1]...), n
+	return best, n
+}
+
+// overBudget forgets the least recently used prompts while the memo holds
+// more than its budget. Under mu.
+func (m *Memo) overBudget() {
+	for m.held > m.budget {
+		m.drop(m.lru.Front().Value.(*memoEntry))
+	}
 }
 
 // keep remembers a prompt: text (copied), the ids of its full blocks and
@@ -123,9 +163,7 @@ func (m *Memo) keep(key memoKey, text []byte, ids []int64, ends []int) {
 	e.el = m.lru.PushBack(e)
 	m.byKey[key] = append(m.byKey[key], e)
 	m.held += cap(e.text)
-	for m.held > m.budget {
-		m.drop(m.lru.Front().Value.(*memoEntry))
-	}
+	m.overBudget()
 }
 
 // drop forgets e (under mu).

@@ -70,16 +70,10 @@ func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64
 	if b.Memo == nil || tokens <= MarkerWords {
 		return b.appendFrom(dst, nil, th, playKey, play, hashIDs, tokens, block, 0)
 	}
-	start := len(dst)
 	key := memoKey{trace: traceID, play: play, seed: b.Seed, block: block}
-	var ends []int
-	dst, ends, done := b.Memo.appendShared(dst, ends, key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block))
-	if done == 0 {
-		ends = ends[:0]
-	}
-	dst = b.appendFrom(dst, &ends, th, playKey, play, hashIDs, tokens, block, done)
-	b.Memo.keep(key, dst[start:], hashIDs[:len(ends)-1], ends)
-	return dst
+	return b.Memo.build(dst, key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block), func(text []byte, ends *[]int, done int) []byte {
+		return b.appendFrom(text, ends, th, playKey, play, hashIDs, tokens, block, done)
+	})
 }
 
 // appendFrom is Append from block done on (0: the marker first); dst

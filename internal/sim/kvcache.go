@@ -144,16 +144,19 @@ func (p *blockPool) lruRemove(b int32) {
 
 // hashIndex maps cached block hashes to blocks: an open-addressed table
 // with linear probing, sized once for every block of the pool holding a
-// hash, so a lookup is one or two cache lines where a Go map of the same
-// size missed the cache several times (the prefix lookup of every prompt
-// block of every request was the engine's largest cost). Block hashes are
-// already well mixed, so their low bits pick the slot. A slot holds its
-// block plus one; zero is empty, so a new table's memory stays untouched
-// until it is used.
+// hash, so a lookup is one cache line where a Go map of the same size
+// missed the cache several times (the prefix lookup of every prompt block
+// of every request was the engine's largest cost). Block hashes are already
+// well mixed, so their low bits pick the slot. A slot holds its block plus
+// one; zero is empty, so a new table's memory stays untouched until used.
 type hashIndex struct {
-	keys []uint64
-	vals []int32
-	mask uint64
+	slots []hashSlot
+	mask  uint64
+}
+
+type hashSlot struct {
+	key uint64
+	val int32
 }
 
 func newHashIndex(blocks int) hashIndex {
@@ -161,18 +164,18 @@ func newHashIndex(blocks int) hashIndex {
 	for n < 2*blocks {
 		n <<= 1
 	}
-	return hashIndex{keys: make([]uint64, n), vals: make([]int32, n), mask: uint64(n - 1)}
+	return hashIndex{slots: make([]hashSlot, n), mask: uint64(n - 1)}
 }
 
 // get returns the block holding h.
 func (x *hashIndex) get(h uint64) (int32, bool) {
 	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		v := x.vals[i]
-		if v == 0 {
+		s := &x.slots[i]
+		if s.val == 0 {
 			return 0, false
 		}
-		if x.keys[i] == h {
-			return v - 1, true
+		if s.key == h {
+			return s.val - 1, true
 		}
 	}
 }
@@ -180,12 +183,12 @@ func (x *hashIndex) get(h uint64) (int32, bool) {
 // add maps h to b unless h is already held; it reports whether it added.
 func (x *hashIndex) add(h uint64, b int32) bool {
 	i := h & x.mask
-	for ; x.vals[i] != 0; i = (i + 1) & x.mask {
-		if x.keys[i] == h {
+	for ; x.slots[i].val != 0; i = (i + 1) & x.mask {
+		if x.slots[i].key == h {
 			return false
 		}
 	}
-	x.keys[i], x.vals[i] = h, b+1
+	x.slots[i] = hashSlot{h, b + 1}
 	return true
 }
 
@@ -193,20 +196,20 @@ func (x *hashIndex) add(h uint64, b int32) bool {
 // so that no lookup stops early (no tombstones).
 func (x *hashIndex) remove(h uint64) {
 	i := h & x.mask
-	for ; x.keys[i] != h || x.vals[i] == 0; i = (i + 1) & x.mask {
-		if x.vals[i] == 0 {
+	for ; x.slots[i].key != h || x.slots[i].val == 0; i = (i + 1) & x.mask {
+		if x.slots[i].val == 0 {
 			return
 		}
 	}
-	for j := (i + 1) & x.mask; x.vals[j] != 0; j = (j + 1) & x.mask {
+	for j := (i + 1) & x.mask; x.slots[j].val != 0; j = (j + 1) & x.mask {
 		// The entry at j may fill the gap at i when its home slot is not
 		// in the cyclic range (i, j].
-		if home := x.keys[j] & x.mask; (j-home)&x.mask >= (j-i)&x.mask {
-			x.keys[i], x.vals[i] = x.keys[j], x.vals[j]
+		if home := x.slots[j].key & x.mask; (j-home)&x.mask >= (j-i)&x.mask {
+			x.slots[i] = x.slots[j]
 			i = j
 		}
 	}
-	x.keys[i], x.vals[i] = 0, 0
+	x.slots[i] = hashSlot{}
 }
 
 // hostCache is the host-memory tier (HiCache-like): the hashes of prefix

@@ -60,10 +60,11 @@ func (s *Signal) Poke() {
 	for len(s.waiters) > 0 {
 		w := s.waiters[0]
 		s.waiters = s.waiters[1:]
-		if w.state != wsParked {
+		i := s.index(w) // -1: a waiter that no longer waits here (waiters are reused)
+		if w.state != wsParked || i < 0 {
 			continue
 		}
-		w.woke = s.index(w)
+		w.woke = i
 		v.ready(w)
 		if v.idle {
 			v.dispatch()
@@ -91,8 +92,8 @@ func (s *Signal) Close() {
 		ws := s.waiters
 		s.waiters = nil
 		for _, w := range ws {
-			if w.state == wsParked {
-				w.woke = s.index(w)
+			if i := s.index(w); w.state == wsParked && i >= 0 {
+				w.woke = i
 				v.ready(w)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,7 +28,9 @@ import (
 // on) rather than making it wrong.
 type virtual struct {
 	mu      sync.Mutex
-	now     time.Duration
+	now     time.Duration // written under mu; read by Now through nowA
+	nowA    atomic.Int64  // now, for Now without the lock
+	pool    sync.Pool     // *waiter, reused once a goroutine woke from it
 	seq     uint64
 	runq    []*waiter
 	timers  timerHeap
@@ -81,7 +84,7 @@ func NewVirtual() *Clock {
 // continues the timeline of the run it resumes.
 func NewVirtualAt(at time.Duration) *Clock {
 	c := NewVirtual()
-	c.v.now = max(at, 0)
+	c.v.setNow(max(at, 0))
 	return c
 }
 
@@ -108,6 +111,7 @@ func (c *Clock) Run(f func()) {
 	}
 	v.mu.Unlock()
 	<-w.turn
+	v.putWaiter(w)
 	defer func() {
 		v.mu.Lock()
 		v.live--
@@ -134,13 +138,34 @@ func (c *Clock) Go(f func()) {
 	v.mu.Unlock()
 	go func() {
 		<-w.turn
+		v.putWaiter(w)
 		defer v.exit()
 		f()
 	}()
 }
 
+// newWaiter returns a waiter for one wait. A waiter is referenced by
+// nothing of the clock's once its goroutine woke (ready takes it off the
+// timers, the parked set and every signal), so the goroutine hands it back
+// with putWaiter and the next wait reuses it, its channel too.
 func (v *virtual) newWaiter(reason string) *waiter {
+	if w, ok := v.pool.Get().(*waiter); ok {
+		*w = waiter{turn: w.turn, hi: -1, at: -1, reason: reason}
+		return w
+	}
 	return &waiter{turn: make(chan struct{}, 1), hi: -1, at: -1, reason: reason}
+}
+
+// putWaiter hands back the waiter of a wait that is over.
+func (v *virtual) putWaiter(w *waiter) {
+	w.sigs, w.done = nil, nil
+	v.pool.Put(w)
+}
+
+// setNow moves modelled time (under mu).
+func (v *virtual) setNow(t time.Duration) {
+	v.now = t
+	v.nowA.Store(int64(t))
 }
 
 // exit ends the running goroutine's turn for good.
@@ -203,7 +228,7 @@ func (v *virtual) dispatch() {
 		}
 		w := heap.Pop(&v.timers).(*waiter)
 		if w.at > v.now {
-			v.now = w.at
+			v.setNow(w.at)
 		}
 		if w.fn != nil {
 			fn := w.fn
@@ -298,6 +323,7 @@ func (v *virtual) wait(ctx context.Context, until time.Duration, reason string, 
 	w := v.newWaiter(reason)
 	w.at, w.done, w.sigs = until, ctx.Done(), sigs
 	woke := v.park(w)
+	v.putWaiter(w)
 	if woke == -2 {
 		return -2, ctx.Err()
 	}
@@ -309,7 +335,7 @@ func (v *virtual) wait(ctx context.Context, until time.Duration, reason string, 
 func (v *virtual) after(at time.Duration, fn func()) (stop func() bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	w := v.newWaiter("timer")
+	w := &waiter{hi: -1, at: -1, reason: "timer"} // never pooled: stop may look at it later
 	w.fn, w.at = fn, at
 	v.seq++
 	w.seq = v.seq
