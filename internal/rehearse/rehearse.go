@@ -1,8 +1,8 @@
 // Package rehearse runs a run file's phases against the built-in simulated
-// gateway once clean and once per fault, on the scaled clock, and checks
+// gateway once clean and once per fault, on the virtual clock, and checks
 // that every verdict is what it must be: a crashed engine never passes,
 // missing metrics read no data, refusals count as errors, and so on. It is
-// the rehearsal level of DESIGN.md: minutes on a laptop that catch the rig
+// the rehearsal level of DESIGN.md: seconds on a laptop that catch the rig
 // bugs which would otherwise cost a GPU window.
 package rehearse
 
@@ -61,8 +61,9 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Base turns a run file into the rehearsal's: the built-in simulator, its
-// first step only, evals only where a fault needs them, output in dir.
+// Base turns a run file into the rehearsal's: the built-in simulator on the
+// virtual clock, its first step only, evals only where a fault needs them,
+// output in dir.
 func Base(cfg config.Run, dir string) config.Run {
 	cfg.Recipe.Endpoint = config.SimEndpoint
 	cfg.Recipe.Metrics, cfg.Recipe.Prometheus, cfg.Recipe.Discovery, cfg.Recipe.MetricsAuth = nil, nil, nil, nil
@@ -76,9 +77,10 @@ func Base(cfg config.Run, dir string) config.Run {
 	if cfg.Recipe.Mapping == "" || cfg.Recipe.Mapping == "modelplane" || cfg.Recipe.Mapping == "gen_ai" {
 		cfg.Recipe.Mapping = "vllm"
 	}
-	if cfg.TimeScale <= 1 {
-		cfg.TimeScale = 100
-	}
+	// Every fault is timed in modelled seconds, so the verdicts are the
+	// same on the virtual clock, which runs each rehearsal as fast as it
+	// computes and the same however busy the host is.
+	cfg.TimeScale = config.Virtual
 	cfg.Sweep.Ladder = cfg.Sweep.Ladder[:1]
 	cfg.Sweep.Target, cfg.Sweep.Stress = 0, 0
 	cfg.Sweep.Mode = "ladder"
@@ -119,6 +121,13 @@ func one(ctx context.Context, base config.Run, sc Scenario, progress io.Writer) 
 	if sc.Tweak != nil {
 		sc.Tweak(&cfg)
 	}
+	if sc.InterruptAtStep > 0 && cfg.TimeScale.Virtual() {
+		// The interrupt is a cancel a wall-clock moment after the step's
+		// line (see stepWatch), as a person's Ctrl-C is: on the virtual
+		// clock that moment could fall anywhere in the step, or after it.
+		// The run is cancelled early, so the scaled clock costs little.
+		cfg.TimeScale = interruptScale
+	}
 	if err := cfg.Validate(); err != nil {
 		return Row{}, err
 	}
@@ -140,6 +149,10 @@ func one(ctx context.Context, base config.Run, sc Scenario, progress io.Writer) 
 	}
 	return row, nil
 }
+
+// interruptScale is the scaled wall clock of the rehearsals that
+// interrupt their run (InterruptAtStep).
+const interruptScale config.Scale = 100
 
 // stepWatch cancels the run once the progress says a step has started.
 type stepWatch struct {

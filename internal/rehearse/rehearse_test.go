@@ -3,6 +3,9 @@ package rehearse
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,8 +23,9 @@ func TestShortRehearsal(t *testing.T) {
 	}
 	base := Base(config.Default(), t.TempDir())
 	base.Workload.SynthSessions = 40
-	// priming room for a loaded or -race host (the warm-up row sets its own)
-	base.Sweep.WarmupS, base.Workload.PrimeTimeoutS = 240, 240
+	if !base.TimeScale.Virtual() {
+		t.Fatalf("the rehearsal runs at time scale %s, want the virtual clock", base.TimeScale)
+	}
 	var progress bytes.Buffer
 	rows, err := Run(context.Background(), base, Options{Short: true, Progress: &progress})
 	if err != nil {
@@ -42,6 +46,31 @@ func TestShortRehearsal(t *testing.T) {
 	}
 	if Failed(rows) != strings.Contains(table.String(), "WRONG") {
 		t.Error("Failed and the table disagree")
+	}
+}
+
+// TestInterruptOnTheScaledClock: the SIGINT rehearsal is interrupted a
+// wall-clock moment into its step, so it alone runs on the scaled clock
+// (the virtual one could finish the step first); it is interrupted and
+// rolls back.
+func TestInterruptOnTheScaledClock(t *testing.T) {
+	dir := t.TempDir()
+	base := Base(config.Default(), dir)
+	base.Workload.SynthSessions = 40
+	rows, err := Run(context.Background(), base, Options{Only: "SIGINT"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || !rows[0].OK {
+		t.Fatalf("rows %+v, want the SIGINT rehearsal, ok", rows)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*", "*", "config.yaml"))
+	if len(files) != 1 {
+		t.Fatalf("run directories' config.yaml: %v, want one", files)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil || !strings.Contains(string(b), fmt.Sprintf("time_scale: %g\n", float64(interruptScale))) {
+		t.Errorf("the interrupted rehearsal's config.yaml (%v) does not read time_scale: %g:\n%s", err, float64(interruptScale), b)
 	}
 }
 
