@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/rig"
 )
 
 // Candidate is one recipe of the space: a value of every axis on top of
@@ -125,9 +126,12 @@ func (s Space) candidate(k int, pick []int) Candidate {
 	rc := cfg.Recipe
 	c.GPUs = rc.Nodes * rc.GPUsPerNode
 	c.USDPerHour = float64(c.GPUs) * rc.USDPerGPUHour
+	_, simErr := rig.SimOptions(rc) // the engines sized to their GPUs, as the run would start them
 	switch {
 	case rc.Endpoint != config.SimEndpoint:
 		c.Skip = fmt.Sprintf("recipe.endpoint is %q: only the built-in simulator (%q) can be searched", rc.Endpoint, config.SimEndpoint)
+	case simErr != nil:
+		c.Skip = oneLine(simErr.Error())
 	case cfg.Sweep.Target < 1:
 		c.Skip = "no target: set target in the space file (or sweep.target in the base)"
 	case s.Constraints.MaxGPUs > 0 && c.GPUs > s.Constraints.MaxGPUs:

@@ -63,6 +63,9 @@ type Ranked struct {
 	// AtLeast: every step held, so capacity is a lower bound and its cost
 	// an upper bound.
 	AtLeast bool `json:"at_least,omitempty"`
+	// BelowFirst: even the first step (FirstStep sessions) missed.
+	BelowFirst bool `json:"below_first,omitempty"`
+	FirstStep  int  `json:"first_step_sessions,omitempty"`
 	// TargetVerdict is the target step's verdict from the capacity interval.
 	TargetVerdict verdict.Verdict `json:"target_verdict,omitempty"`
 	// USDPerSessionHour is the hourly price over capacity, its interval from
@@ -160,7 +163,7 @@ func assess(o Outcome) Ranked {
 	c := s.Capacity
 	if len(s.Steps) > 0 {
 		r.Capacity = &Interval{Center: c.Sessions, Lo: c.Lo, Hi: c.Hi}
-		r.LimitedBy, r.AtLeast = c.LimitedBy, c.AtLeast
+		r.LimitedBy, r.AtLeast, r.BelowFirst, r.FirstStep = c.LimitedBy, c.AtLeast, c.BelowFirst, s.Steps[0].Sessions
 	}
 	if cost := sessionHour(s.Cost, c); cost != nil {
 		r.USDPerSessionHour = cost
@@ -180,6 +183,9 @@ func assess(o Outcome) Ranked {
 	case s.Target.Verdict == verdict.Fail:
 		r.Status = DoesNotHold
 		r.Reason = fmt.Sprintf("capacity %s lies below the target %d, limited by %s", span(c), target, c.LimitedBy)
+		if c.BelowFirst {
+			r.Reason = fmt.Sprintf("even the first step (%d sessions) missed the bar, limited by %s; the target is %d", r.FirstStep, c.LimitedBy, target)
+		}
 	case s.Target.Verdict == verdict.TooClose:
 		r.Status = NeedsWindow
 		r.Reason = fmt.Sprintf("capacity %s straddles the target %d: too close to call in simulation", span(c), target)

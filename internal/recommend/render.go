@@ -39,9 +39,9 @@ func (r Result) Table() string {
 	fmt.Fprintf(&b, "headroom recommend: %s\n%s\n", r.Headline(), r.BarLine())
 	fmt.Fprintf(&b, "every candidate simulated on the virtual clock with the adaptive sweep: the figures are the model's, to be verified in a GPU window\n\n")
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "rank\tcandidate\tGPUs\t$/hour\tcapacity (95% CI)\ttarget\t$/session-hour (95% CI)\t$/M tokens\tsteps\tmodelled min\tverdict\t")
+	fmt.Fprintln(tw, "rank\tcandidate\tGPUs\t$/hour\tcapacity (95% CI)\ttarget\t$/session-hour (95% CI)\t$/M tokens\tsteps\tmodelled min\tverdict")
 	for _, c := range r.Candidates {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", rankText(c), c.Label, intOrDash(c.GPUs, c.Status),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rankText(c), c.Label, intOrDash(c.GPUs, c.Status),
 			moneyOrDash(c.USDPerHour, c.Status), capacityText(c), targetText(c), costText(c), tokensText(c),
 			intOrDash(c.Steps, c.Status), minutesText(c), verdictText(c))
 	}
@@ -94,6 +94,8 @@ func capacityText(c Ranked) string {
 		return "-"
 	case c.AtLeast:
 		return ">= " + num(c.Capacity.Center)
+	case c.BelowFirst:
+		return fmt.Sprintf("< %d (first step)", c.FirstStep)
 	}
 	return fmt.Sprintf("%s (%s-%s)", num(c.Capacity.Center), num(c.Capacity.Lo), num(c.Capacity.Hi))
 }
@@ -165,7 +167,7 @@ func (r Result) HTML() []byte {
 		if len(c.TooCloseWith) > 0 {
 			w(" <span class=\"badge s-close\">≈ too close to call with %s</span>", e(ranks(c.TooCloseWith)))
 		}
-		if c.Reason != "" {
+		if c.Reason != "" && c.Status != Holds { // a ranked one's reason is its badge
 			w("<div class=\"note\">%s</div>", e(c.Reason))
 		}
 		w("</td></tr>\n")
@@ -198,7 +200,8 @@ h1 { font-size: 28px; margin: 0 0 4px; line-height: 1.2; overflow-wrap: anywhere
 table { border-collapse: collapse; width: 100%; font-size: 15px; }
 th, td { border: 1px solid #d0d7de; padding: 5px 8px; text-align: right; vertical-align: top; }
 th { background: #eaeef2; text-align: center; }
-td.l, th.l { text-align: left; }
+td { white-space: nowrap; }
+td.l, th.l { text-align: left; white-space: normal; }
 tr { break-inside: avoid; }
 .badge { display: inline-block; padding: 1px 9px; border-radius: 12px; font-weight: 700; white-space: nowrap; border: 1px solid; }
 .s-holds { background: #dafbe1; color: #0f5323; border-color: #1a7f37; }

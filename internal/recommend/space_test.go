@@ -26,11 +26,11 @@ axes:
   - name: layout
     options:
       - {label: "1x16", set: {recipe.sim.gpus_per_copy: 16}}
-      - {label: "2x8", set: {recipe.copies: 2, recipe.sim.gpus_per_copy: 8, recipe.router: prefix-affinity}}
+      - {label: "2x16", set: {recipe.nodes: 4, recipe.copies: 2, recipe.sim.gpus_per_copy: 16, recipe.router: prefix-affinity}}
 `,
 			candidates: 4,
 			check: func(t *testing.T, cs []Candidate) {
-				if cs[1].Label != "usd_per_gpu_hour=1.5 layout=2x8" || cs[2].Label != "usd_per_gpu_hour=2 layout=1x16" {
+				if cs[1].Label != "usd_per_gpu_hour=1.5 layout=2x16" || cs[2].Label != "usd_per_gpu_hour=2 layout=1x16" {
 					t.Errorf("labels %q, %q", cs[1].Label, cs[2].Label)
 				}
 				c := cs[3].Config
@@ -86,6 +86,22 @@ axes:
 			check: func(t *testing.T, cs []Candidate) {
 				if cs[0].Skip != "" || !strings.Contains(cs[1].Skip, "recipe.sim.gpus_per_copy") || !strings.Contains(cs[1].Skip, "space.yaml axes[0] recipe.sim.gpus_per_copy") {
 					t.Errorf("skips %q and %q; want the second to name the field and the axis that set it", cs[0].Skip, cs[1].Skip)
+				}
+			},
+		},
+		{
+			name: "an engine the simulator cannot start is skipped with its reason",
+			text: `version: 1
+base: base.yaml
+axes:
+  - name: layout
+    options:
+      - {label: "2x8", set: {recipe.copies: 2, recipe.sim.gpus_per_copy: 8}}
+`,
+			candidates: 1,
+			check: func(t *testing.T, cs []Candidate) {
+				if !strings.Contains(cs[0].Skip, "vLLM refuses to start") {
+					t.Errorf("vLLM with a 512K context on 8 GPUs: skip %q, want the simulator's reason", cs[0].Skip)
 				}
 			},
 		},
