@@ -1,9 +1,12 @@
 package recommend
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/headroom-bench/headroom/internal/config"
@@ -93,5 +96,43 @@ func TestRank(t *testing.T) {
 	}
 	if _, err := res.JSON(); err != nil {
 		t.Errorf("JSON: %v (a cost with no upper bound must write as null)", err)
+	}
+}
+
+// Simulate keeps the candidates' order whatever order they finish in,
+// runs no skipped candidate, and says a line for each.
+func TestSimulateKeepsOrder(t *testing.T) {
+	var cands []Candidate
+	for i := 1; i <= 5; i++ {
+		c := Candidate{Index: i, Label: fmt.Sprint("c", i)}
+		c.Config.Recipe.Name = c.Label
+		if i == 3 {
+			c.Skip = "over a constraint"
+		}
+		cands = append(cands, c)
+	}
+	var mu sync.Mutex
+	ran := map[string]int{}
+	fake := func(_ context.Context, cfg config.Run) (report.Summary, error) {
+		mu.Lock()
+		ran[cfg.Recipe.Name]++
+		mu.Unlock()
+		return report.Summary{RunDir: cfg.Recipe.Name}, nil
+	}
+	var progress strings.Builder
+	outs := Simulate(context.Background(), cands, Options{Workers: 2, Run: fake, Progress: &progress})
+	for i, o := range outs {
+		if o.Index != i+1 {
+			t.Errorf("outcome %d is candidate %d", i, o.Index)
+		}
+		if want := o.Label; o.Skip == "" && o.Summary.RunDir != want {
+			t.Errorf("candidate %d got %q's summary", o.Index, o.Summary.RunDir)
+		}
+	}
+	if len(ran) != 4 || ran["c3"] != 0 {
+		t.Errorf("ran %v; want each candidate but the skipped one once", ran)
+	}
+	if n := strings.Count(progress.String(), "\n"); n != 5 {
+		t.Errorf("%d progress lines, want 5:\n%s", n, progress.String())
 	}
 }
