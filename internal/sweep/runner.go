@@ -168,10 +168,19 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		return step, true
 	}
 	seq := newSequence(p)
+	missedAt := 0 // the sessions of the last step that missed, while bisecting
 	for {
 		n, more := seq.next()
 		if !more {
 			break
+		}
+		if missedAt > 0 && n < missedAt {
+			// bisecting down from a step that missed: as before a repeat, the
+			// lower step must not inherit the missed step's backlog
+			r.Load.SetSessions(0)
+			if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("before %d sessions, after %d missed: %s; it starts on a backlog", n, missedAt, pf.Detail))
+			}
 		}
 		step, ok := run(n, -1)
 		if !ok {
@@ -179,7 +188,9 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		why := missed(p, step)
 		seq.judged(n, why != "")
+		missedAt = 0
 		if why != "" {
+			missedAt = n
 			res.StopReason = why
 			if !p.Adaptive {
 				break

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -26,9 +27,15 @@ type fakeLoad struct {
 	tag      atomic.Pointer[load.Tag]
 	stopped  bool
 	priming  load.Priming
+	calls    []int // every SetSessions, in order
 }
 
-func (f *fakeLoad) SetSessions(n int) { f.sessions.Store(int64(n)) }
+func (f *fakeLoad) SetSessions(n int) {
+	f.mu.Lock()
+	f.calls = append(f.calls, n)
+	f.mu.Unlock()
+	f.sessions.Store(int64(n))
+}
 func (f *fakeLoad) SetTag(t load.Tag) { f.tag.Store(&t) }
 func (f *fakeLoad) InFlight() int     { return int(f.sessions.Load()) }
 func (f *fakeLoad) Stop(time.Duration) {
@@ -261,11 +268,19 @@ func TestKillSwitchEndsAHopelessStep(t *testing.T) {
 func TestAdaptiveBracketsTheCrossing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// TTFT = sessions x 1.2 s: 2, 4 pass; 6 (7.2 s) is too close; 7 and 8 fail.
-		r, _ := newRunner(t, []int{2, 16}, 1.2)
+		r, l := newRunner(t, []int{2, 16}, 1.2)
 		r.Plan.Adaptive, r.Plan.Resolution = true, 1
 		res, err := r.Run(context.Background())
 		if err != nil {
 			t.Fatal(err)
+		}
+		// bisecting down from the step that missed (8) to 6, the lanes stop
+		// and the engine drains first: 6 must not start on 8's backlog
+		l.mu.Lock()
+		calls := fmt.Sprint(l.calls)
+		l.mu.Unlock()
+		if !strings.Contains(calls, "8 0 6") {
+			t.Errorf("SetSessions calls %s: want 8, then 0 (drain), then 6", calls)
 		}
 		var got []int
 		for _, s := range res.Steps {
