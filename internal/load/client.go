@@ -259,13 +259,21 @@ func (b *chatBody) WriteTo(w io.Writer) (int64, error) {
 // hands those to encoding/json). It reads eight bytes at a time.
 func plainJSON(s []byte) bool {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:])
+	// bad flags, in a word's high bits, a byte under 0x20, a zero byte of
+	// q or bs (a quote or a backslash) or a high bit set, each exactly.
+	bad := func(x uint64) uint64 {
 		q, bs := x^(ones*'"'), x^(ones*'\\')
-		// A byte under 0x20, a zero byte in q or bs (a quote or a
-		// backslash), or a high bit set, each found exactly.
-		if (x-ones*0x20)&^x&highs|(q-ones)&^q&highs|(bs-ones)&^bs&highs|x&highs != 0 {
+		return ((x-ones*0x20)&^x | (q-ones)&^q | (bs-ones)&^bs | x) & highs
+	}
+	i := 0
+	for ; i+32 <= len(s); i += 32 {
+		if bad(binary.LittleEndian.Uint64(s[i:]))|bad(binary.LittleEndian.Uint64(s[i+8:]))|
+			bad(binary.LittleEndian.Uint64(s[i+16:]))|bad(binary.LittleEndian.Uint64(s[i+24:])) != 0 {
+			return false
+		}
+	}
+	for ; i+8 <= len(s); i += 8 {
+		if bad(binary.LittleEndian.Uint64(s[i:])) != 0 {
 			return false
 		}
 	}

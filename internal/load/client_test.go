@@ -200,10 +200,10 @@ func TestPlainJSONMatchesByteLoop(t *testing.T) {
 		}
 		return true
 	}
-	for n := 0; n <= 19; n++ {
+	for n := 0; n <= 70; n++ {
 		for pos := 0; pos < n; pos++ {
 			for v := 0; v < 256; v++ {
-				s := bytes.Repeat([]byte("abc de!~"), 3)[:n]
+				s := bytes.Repeat([]byte("abc de!~"), 9)[:n]
 				s[pos] = byte(v)
 				if got, want := plainJSON(s), slow(s); got != want {
 					t.Fatalf("plainJSON(%q) = %v, want %v", s, got, want)

@@ -79,7 +79,8 @@ func (c *scanCache) fastChat(buf []byte, blockSize int) (chatRequest, *promptSca
 		ends[i] = at[i] + len(m.Content)
 	}
 	from, resume := 0, -1
-	if e, shared := c.closest(key, blockSize, buf); e != nil {
+	e, shared := c.closest(key, blockSize, buf)
+	if e != nil {
 		if cp, ok := e.resumeAt(shared, body.Messages, at, ends); ok {
 			scan.resume(e.hashes, e.cps, cp)
 			from, resume = int(e.cps[cp].msg), int(e.cps[cp].off)
@@ -95,8 +96,12 @@ func (c *scanCache) fastChat(buf []byte, blockSize int) (chatRequest, *promptSca
 	for i, m := range body.Messages {
 		roles[i] = m.Role
 	}
+	var old *scanEntry // the earlier turn this body extends, which it replaces
+	if e != nil && shared >= len(e.body)-keyBytes {
+		old = e
+	}
 	c.put(&scanEntry{key: key, blockSize: blockSize, body: buf, at: at, ends: ends, roles: roles, hashes: scan.hashes, cps: scan.cps,
-		size: len(buf) + 8*cap(scan.hashes) + 12*cap(scan.cps) + 16*len(at)})
+		size: len(buf) + 8*cap(scan.hashes) + 12*cap(scan.cps) + 16*len(at)}, old)
 	scan.track, scan.cps = false, nil
 	return body, scan, true
 }
@@ -180,25 +185,20 @@ func (e *scanEntry) resumeAt(shared int, msgs []chatMessage, at, ends []int) (in
 	return cp, true
 }
 
-// put caches e. It first drops the bodies of e's bucket that e's body
-// extends (the same conversation's earlier turns), then the bucket's least
+// put caches e in place of old (the same conversation's earlier turn,
+// which e's body extends; nil for none), dropping the bucket's least
 // recently used body if the bucket is full, then the least recently used
 // bodies of all while the cache holds more than its budget.
-func (c *scanCache) put(e *scanEntry) {
+func (c *scanCache) put(e, old *scanEntry) {
 	if e.size > c.budget {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b := c.buckets[e.key]
-	for i := 0; i < len(b); i++ {
-		if old := b[i]; old.blockSize == e.blockSize && commonPrefix(e.body, old.body) >= len(old.body)-keyBytes {
-			c.drop(old)
-			b = c.buckets[e.key]
-			i--
-		}
+	if old != nil && old.el != nil {
+		c.drop(old)
 	}
-	if len(b) >= bucketSize {
+	if b := c.buckets[e.key]; len(b) >= bucketSize {
 		oldest := b[0]
 		for _, o := range b {
 			if o.used < oldest.used {

@@ -59,7 +59,9 @@ func (s *Signal) Poke() {
 	defer v.unlock()
 	for len(s.waiters) > 0 {
 		w := s.waiters[0]
-		s.waiters = s.waiters[1:]
+		n := copy(s.waiters, s.waiters[1:]) // keeps the slice's room for the next wait
+		s.waiters[n] = nil
+		s.waiters = s.waiters[:n]
 		i := s.index(w) // -1: a waiter that no longer waits here (waiters are reused)
 		if w.state != wsParked || i < 0 {
 			continue

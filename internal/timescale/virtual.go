@@ -34,7 +34,7 @@ type virtual struct {
 	seq     uint64
 	runq    []*waiter
 	timers  timerHeap
-	parked  map[*waiter]struct{} // parked waiters that watch a context
+	parked  waitList // parked waiters that watch a context, in the order they parked
 	checkCx bool                 // a context made by the clock was cancelled
 	live    int                  // goroutines started by Run or Go that have not ended
 	idle    bool                 // no goroutine holds the turn
@@ -64,6 +64,9 @@ type waiter struct {
 	done   <-chan struct{}
 	sigs   []*Signal
 	fn     func() // a timer that runs a function instead of waking a goroutine
+	// prev and next link the waiter into parked while it is there.
+	prev, next *waiter
+	inList     bool
 	woke   int    // which signal woke it; -1 a deadline, -2 its context
 	reason string // what it waits on, for the deadlock report
 }
@@ -77,7 +80,7 @@ const (
 // NewVirtual returns a virtual clock at modelled time 0. Code runs on it
 // inside Run.
 func NewVirtual() *Clock {
-	return &Clock{scale: 1, start: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), v: &virtual{parked: map[*waiter]struct{}{}, idle: true}}
+	return &Clock{scale: 1, start: time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), v: &virtual{idle: true}}
 }
 
 // NewVirtualAt returns a virtual clock that reads at: a resumed run
@@ -185,8 +188,8 @@ func (v *virtual) ready(w *waiter) {
 	if w.hi >= 0 {
 		heap.Remove(&v.timers, w.hi)
 	}
-	if w.done != nil {
-		delete(v.parked, w)
+	if w.inList {
+		v.parked.remove(w)
 	}
 	for _, s := range w.sigs {
 		s.drop(w)
@@ -245,19 +248,17 @@ func (v *virtual) dispatch() {
 
 // wakeCancelled readies every parked waiter whose context is done.
 func (v *virtual) wakeCancelled() {
-	if len(v.parked) == 0 {
+	if v.parked.n == 0 {
 		return
 	}
 	var woke []*waiter
-	for w := range v.parked {
+	for w := v.parked.head; w != nil; w = w.next {
 		select {
 		case <-w.done:
-			woke = append(woke, w)
+			woke = append(woke, w) // in the order they parked, for determinism
 		default:
 		}
 	}
-	// Map order is random: wake in the order they parked, for determinism.
-	sort.Slice(woke, func(i, j int) bool { return woke[i].seq < woke[j].seq })
 	for _, w := range woke {
 		w.woke = -2
 		v.ready(w)
@@ -268,7 +269,7 @@ func (v *virtual) deadlock() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "timescale: virtual clock deadlock at modelled %v: %d goroutine(s) wait with nothing scheduled to wake them (a wait that bypasses the clock?):", v.now, v.live)
 	seen := map[string]int{}
-	for w := range v.parked {
+	for w := v.parked.head; w != nil; w = w.next {
 		seen[w.reason]++
 	}
 	keys := make([]string, 0, len(seen))
@@ -292,7 +293,7 @@ func (v *virtual) park(w *waiter) int {
 		heap.Push(&v.timers, w)
 	}
 	if w.done != nil {
-		v.parked[w] = struct{}{}
+		v.parked.push(w)
 	}
 	for _, s := range w.sigs {
 		s.waiters = append(s.waiters, w)
@@ -357,6 +358,38 @@ func (v *virtual) cancelled() {
 	v.mu.Lock()
 	v.checkCx = true
 	v.mu.Unlock()
+}
+
+// waitList is a doubly linked list of waiters, oldest first.
+type waitList struct {
+	head, tail *waiter
+	n          int
+}
+
+func (l *waitList) push(w *waiter) {
+	w.prev, w.next, w.inList = l.tail, nil, true
+	if l.tail != nil {
+		l.tail.next = w
+	} else {
+		l.head = w
+	}
+	l.tail = w
+	l.n++
+}
+
+func (l *waitList) remove(w *waiter) {
+	if w.prev != nil {
+		w.prev.next = w.next
+	} else {
+		l.head = w.next
+	}
+	if w.next != nil {
+		w.next.prev = w.prev
+	} else {
+		l.tail = w.prev
+	}
+	w.prev, w.next, w.inList = nil, nil, false
+	l.n--
 }
 
 type timerHeap []*waiter
