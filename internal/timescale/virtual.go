@@ -35,12 +35,12 @@ type virtual struct {
 	runq    []*waiter
 	timers  timerHeap
 	parked  waitList // parked waiters that watch a context, in the order they parked
-	checkCx bool                 // a context made by the clock was cancelled
-	live    int                  // goroutines started by Run or Go that have not ended
-	idle    bool                 // no goroutine holds the turn
-	steps   uint64               // turns handed over, for the periodic context check
-	stopped bool                 // Run's function returned: nothing runs any more
-	dead    string               // the deadlock report, once nothing can run
+	checkCx bool     // a context made by the clock was cancelled
+	live    int      // goroutines started by Run or Go that have not ended
+	idle    bool     // no goroutine holds the turn
+	steps   uint64   // turns handed over, for the periodic context check
+	stopped bool     // Run's function returned: nothing runs any more
+	dead    string   // the deadlock report, once nothing can run
 }
 
 // unlock releases mu and panics with the deadlock report if dispatch found
@@ -56,19 +56,19 @@ func (v *virtual) unlock() {
 
 // waiter is one goroutine's wait: at most one per goroutine at a time.
 type waiter struct {
-	turn   chan struct{} // buffered 1: the turn is handed over on it
-	state  int
-	at     time.Duration // deadline; < 0 for none
-	seq    uint64
-	hi     int // index in timers; -1 when not in it
-	done   <-chan struct{}
-	sigs   []*Signal
-	fn     func() // a timer that runs a function instead of waking a goroutine
+	turn  chan struct{} // buffered 1: the turn is handed over on it
+	state int
+	at    time.Duration // deadline; < 0 for none
+	seq   uint64
+	hi    int // index in timers; -1 when not in it
+	done  <-chan struct{}
+	sigs  []*Signal
+	fn    func() // a timer that runs a function instead of waking a goroutine
 	// prev and next link the waiter into parked while it is there.
 	prev, next *waiter
 	inList     bool
-	woke   int    // which signal woke it; -1 a deadline, -2 its context
-	reason string // what it waits on, for the deadlock report
+	woke       int    // which signal woke it; -1 a deadline, -2 its context
+	reason     string // what it waits on, for the deadlock report
 }
 
 const (
