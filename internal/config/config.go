@@ -406,6 +406,11 @@ func (r Run) Validate() error {
 			bad("recipe.sim.personality", "must be vllm or sglang, got %q", p)
 		}
 		_, layoutErrs := SimLayoutOf(rc)
+		switch strings.ReplaceAll(rc.Router, "-", "_") {
+		case "", "round_robin", "least_loaded", "prefix_affinity":
+		default:
+			bad("recipe.router", "the simulator routes round_robin, least_loaded or prefix_affinity, not %q", rc.Router)
+		}
 		errs = append(errs, layoutErrs...)
 	} else {
 		if err := checkURL(rc.Endpoint); err != nil {

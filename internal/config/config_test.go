@@ -94,3 +94,16 @@ func unwrapAll(err error) error {
 		err = u.Unwrap()
 	}
 }
+
+func TestSimRouterIsChecked(t *testing.T) {
+	r := Default()
+	r.Recipe.Copies, r.Recipe.Router = 2, "prefix-aware"
+	err := r.Validate()
+	if err == nil || !strings.Contains(err.Error(), "recipe.router") {
+		t.Fatalf("an unknown simulator router: %v, want a recipe.router error", err)
+	}
+	r.Recipe.Router = "prefix-affinity"
+	if err := r.Validate(); err != nil {
+		t.Errorf("prefix-affinity: %v", err)
+	}
+}
