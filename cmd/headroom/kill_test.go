@@ -27,18 +27,21 @@ import (
 // step's records and scrapes (the test adds a line of each, as a flushed
 // buffer would have held), so the killed step runs again whole: the step
 // before the kill is kept as it was, nothing is counted twice, and judge
-// gives the resumed run's verdicts and turn counts. An unkilled run of the
-// same file (same seed) climbs the same ladder; its verdicts may differ
-// from the resumed run's only within their intervals.
+// gives the resumed run's verdicts and turn counts. The same file
+// simulated unkilled (same seed, on the virtual clock) climbs the same
+// ladder; its verdicts may differ from the resumed run's only within their
+// intervals.
 func TestKillAndResumeCountsNothingTwice(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill test skipped in -short mode")
 	}
+	t.Parallel() // a wall-clock process that mostly waits
 	dir := t.TempDir()
 	f := processRunFile(t, dir)
-	unkilled := runSummary(t, "run", "-f", f, "--output", filepath.Join(dir, "a"), "--json")
+	unkilled := runSummary(t, "simulate", "-f", f, "--output", filepath.Join(dir, "a"), "--json")
 
-	// the same file, killed 90 modelled seconds into step 2's judged time
+	// the same file on its wall clock, killed 90 modelled seconds into
+	// step 2's judged time
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "HEADROOM_TEST_MAIN=1", "HEADROOM_TEST_ARGS=run -f "+f+" --output "+filepath.Join(dir, "b"))
 	stderr, _ := cmd.StderrPipe()
@@ -53,7 +56,7 @@ func TestKillAndResumeCountsNothingTwice(t *testing.T) {
 	for sc.Scan() {
 		log.WriteString(sc.Text() + "\n")
 		if !killed && strings.Contains(sc.Text(), "step 2: 4 sessions, warm-up") {
-			time.Sleep(7500 * time.Millisecond) // 60 s of warm-up and 90 s of judged time at time scale 20
+			time.Sleep(modelledWall(150 * time.Second)) // 60 s of warm-up and 90 s of judged time
 			cmd.Process.Signal(syscall.SIGKILL)
 			killed = true
 		}

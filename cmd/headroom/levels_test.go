@@ -19,9 +19,7 @@ func TestSmokeRunsOneShortStep(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	args := []string{"smoke", "--json", "--step-s", "90", "--set", "sweep.window_s=30", "--set", "workload.synth_sessions=40",
-		"--set", "evals.suites=[tool_calling]", "--set", "output=" + t.TempDir(),
-		// priming room for a loaded or -race host: 37 modelled seconds were seen
-		"--set", "sweep.warmup_s=240", "--set", "workload.prime_timeout_s=240"}
+		"--set", "evals.suites=[tool_calling]", "--set", "output=" + t.TempDir(), "--set", "time_scale=virtual"}
 	err := run(context.Background(), args, &out, &errOut)
 	var ee exitError
 	if err != nil && !(errors.As(err, &ee) && ee.code == 3) {
@@ -30,6 +28,9 @@ func TestSmokeRunsOneShortStep(t *testing.T) {
 	var sum report.Summary
 	if jerr := json.Unmarshal(out.Bytes(), &sum); jerr != nil {
 		t.Fatalf("smoke --json: %v\n%s", jerr, out.String())
+	}
+	if !strings.Contains(errOut.String(), "time scale virtual") {
+		t.Errorf("smoke did not run on the virtual clock:\n%s", errOut.String())
 	}
 	if len(sum.Steps) != 1 || sum.Steps[0].Sessions != 4 || sum.Target == nil {
 		t.Errorf("smoke ran %d steps (want the first step, 4 sessions, as the target): %+v", len(sum.Steps), sum.Steps)

@@ -58,21 +58,22 @@ func TestBadRunFileNamesFileAndField(t *testing.T) {
 	}
 }
 
-// TestShortSweepAgainstSimulator runs the whole pipeline on loopback: the
-// simulated gateway, synthesised sessions, lanes, scraping, verdicts,
-// capacity and the run directory, then checks that what it says is
-// consistent with itself.
+// TestShortSweepAgainstSimulator runs the whole pipeline with `simulate`
+// (on the virtual clock): the simulated gateway, synthesised sessions,
+// lanes, scraping, verdicts, capacity, the run directory and a loopback
+// webhook, then checks that what it says is consistent with itself, and
+// re-judges and resumes the run with `judge` and `run --resume`.
 func TestShortSweepAgainstSimulator(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end sweep skipped in -short mode")
 	}
 	dir := t.TempDir()
 	cfg := strings.NewReplacer(
-		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 6, 12]",
-		"warmup_s: 60", "warmup_s: 300",
+		// on the virtual clock this ladder crosses the bar at 12 sessions,
+		// where the kill switch trips, and repeats the steps either side
+		"ladder: [4, 8, 12, 16, 20]", "ladder: [4, 8, 12]",
+		"warmup_s: 60", "warmup_s: 180",
 		"step_s: 900", "step_s: 90",
-		"target: 8", "target: 6",
-		"stress: 12", "stress: 12",
 		"synth_sessions: 200", "synth_sessions: 40",
 		"resamples: 1000", "resamples: 200",
 	).Replace(string(config.DefaultYAML()))
@@ -98,7 +99,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	err := run(ctx, []string{"run", "-f", f, "--json", "--output", filepath.Join(dir, "runs")}, &stdout, &stderr)
+	err := run(ctx, []string{"simulate", "-f", f, "--json", "--output", filepath.Join(dir, "runs")}, &stdout, &stderr)
 	var ee exitError
 	if err != nil && !(errors.As(err, &ee) && (ee.code == 2 || ee.code == 3)) {
 		t.Fatalf("run: %v\n%s", err, stderr.String())
@@ -195,7 +196,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	hookMu.Lock()
 	posted := strings.Join(hook, "\n")
 	hookMu.Unlock()
-	for _, want := range []string{"phase: sim-recipe-0: pre-flight ok", "step: sim-recipe-0: step 1, 2 sessions", "done: sim-recipe-0: capacity"} {
+	for _, want := range []string{"phase: sim-recipe-0: pre-flight ok", "step: sim-recipe-0: step 1, 4 sessions", "done: sim-recipe-0: capacity"} {
 		if !strings.Contains(posted, want) {
 			t.Errorf("the webhook never got %q; it got:\n%s", want, posted)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,26 +26,45 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// processScale is the wall clock of the run file the tests that signal or
+// kill a real headroom process use: a step of 60 s of warm-up and 180 s
+// judged lasts 6 s of wall time, long enough to be interrupted inside it
+// with a margin for a loaded host, short enough to keep the tests quick.
+const processScale = 40
+
 // processRunFile writes, in dir, the run file the tests that signal or kill
-// a real headroom process use: the default cut to a 2, 4, 6 ladder of
-// 3-minute steps on a clock 20 times faster than modelled time, so a step
-// lasts long enough in wall time to be interrupted inside it.
+// a real headroom process use: the default cut to a 2, 4 ladder of
+// 3-minute steps on a clock processScale times faster than modelled time,
+// without mini evals.
 func processRunFile(t *testing.T, dir string) string {
 	t.Helper()
-	cfg := strings.NewReplacer(
-		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 4, 6]",
-		"target: 8", "target: 6",
-		"stress: 12", "stress: 6",
+	changes := []string{
+		"ladder: [4, 8, 12, 16, 20]", "ladder: [2, 4]",
+		"target: 8", "target: 4",
+		"stress: 12", "stress: 4",
 		"step_s: 900", "step_s: 180",
-		"time_scale: 100", "time_scale: 20",
+		"time_scale: 100", "time_scale: " + strconv.Itoa(processScale),
 		"synth_sessions: 200", "synth_sessions: 40",
-	).Replace(string(config.DefaultYAML()))
+		// no mini evals: at this scale they take 4 s of each run
+		"suites: [tool_calling, long_context_readback]", "suites: []",
+		"under_load_share: 0.05", "under_load_share: 0",
+	}
+	def := string(config.DefaultYAML())
+	for i := 0; i < len(changes); i += 2 {
+		if !strings.Contains(def, changes[i]) {
+			t.Fatalf("the default run file no longer holds %q: update processRunFile", changes[i])
+		}
+	}
+	cfg := strings.NewReplacer(changes...).Replace(def)
 	f := filepath.Join(dir, "run.yaml")
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return f
 }
+
+// modelledWall is the wall time d of modelled time takes at processScale.
+func modelledWall(d time.Duration) time.Duration { return d / processScale }
 
 // TestInterruptMidStep sends SIGINT to a real headroom process in the middle
 // of a step: it must cancel the load, run post-flight, write the partial
@@ -53,6 +73,7 @@ func TestInterruptMidStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("signal test skipped in -short mode")
 	}
+	t.Parallel() // a wall-clock process that mostly waits
 	dir := t.TempDir()
 	f := processRunFile(t, dir)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
@@ -72,7 +93,7 @@ func TestInterruptMidStep(t *testing.T) {
 	for sc.Scan() {
 		log.WriteString(sc.Text() + "\n")
 		if !sent && strings.Contains(sc.Text(), "step 2: 4 sessions, warm-up") {
-			time.Sleep(2 * time.Second) // into the step's judged time
+			time.Sleep(modelledWall(120 * time.Second)) // 60 s into the step's judged time
 			cmd.Process.Signal(syscall.SIGINT)
 			sent = true
 		}
