@@ -250,11 +250,12 @@ func CompareSweeps(ctx context.Context, bases []config.Run, workers int, run Run
 	return out, err
 }
 
-// cost is the modelled GPU minutes a run's steps took, warm-up included.
+// cost is the modelled GPU minutes from the first step's start to the last
+// step's end: warm-ups, ramps and the drains between steps included.
 func cost(sum report.Summary, gpus int) SweepCost {
 	c := SweepCost{Steps: len(sum.Steps), Capacity: sum.Capacity}
-	for _, s := range sum.Steps {
-		c.GPUMinutes += (s.EndS - s.StartS) / 60 * float64(gpus)
+	if n := len(sum.Steps); n > 0 {
+		c.GPUMinutes = (sum.Steps[n-1].EndS - sum.Steps[0].StartS) / 60 * float64(gpus)
 	}
 	c.Width = sum.Capacity.Hi - sum.Capacity.Lo
 	return c

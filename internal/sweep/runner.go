@@ -97,6 +97,7 @@ type Runner struct {
 	inFlight      []inFlightSample
 	warnings      []string
 	sampled       *timescale.Signal // poked when a sample lands
+	ramp          bool              // the next step starts from a drained engine
 }
 
 // Current is the step running now.
@@ -177,10 +178,12 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		if missedAt > 0 && n < missedAt {
 			// bisecting down from a step that missed: as before a repeat, the
 			// lower step must not inherit the missed step's backlog
+			// (and, as a repeat does, brings its lanes back in batches)
 			r.Load.SetSessions(0)
 			if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("before %d sessions, after %d missed: %s; it starts on a backlog", n, missedAt, pf.Detail))
 			}
+			r.ramp = true
 		}
 		step, ok := run(n, -1)
 		if !ok {
@@ -266,10 +269,13 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		r.OnStepStart(i, n)
 	}
 	r.Load.SetTag(load.Tag{Step: i, Sessions: n, Phase: load.PhaseWarmup})
-	if repeatOf >= 0 && len(p.Ladder) > 0 {
-		// a repeat starts from a drained engine: bring the lanes back in
-		// batches of the ladder's first step, one warm-up each, as the climb
-		// did, so their cold prompts do not all queue at once
+	ramp := r.ramp
+	r.ramp = false
+	if (repeatOf >= 0 || ramp) && len(p.Ladder) > 0 {
+		// a repeat (or a bisection step below a miss) starts from a drained
+		// engine: bring the lanes back in batches of the ladder's first step,
+		// one warm-up each, as the climb did, so their cold prompts do not
+		// all queue at once
 		batch := max(p.Ladder[0], 1)
 		for have := batch; have < n; have += batch {
 			r.Load.SetSessions(have)

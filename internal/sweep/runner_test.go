@@ -279,8 +279,8 @@ func TestAdaptiveBracketsTheCrossing(t *testing.T) {
 		l.mu.Lock()
 		calls := fmt.Sprint(l.calls)
 		l.mu.Unlock()
-		if !strings.Contains(calls, "8 0 6") {
-			t.Errorf("SetSessions calls %s: want 8, then 0 (drain), then 6", calls)
+		if !strings.Contains(calls, "8 0 2 4 6") {
+			t.Errorf("SetSessions calls %s: want 8, then 0 (drain), then 6 brought back in batches of 2", calls)
 		}
 		var got []int
 		for _, s := range res.Steps {
