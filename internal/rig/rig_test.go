@@ -130,14 +130,14 @@ func TestPreflightStopsABrokenRecipe(t *testing.T) {
 	}
 }
 
-// TestRollbackAlwaysRuns deploys with the command deployer, fails in
-// pre-flight, and checks the undeploy command still ran.
+// TestRollbackAlwaysRuns deploys with the command deployer, fails in the
+// rollout, and checks the undeploy command still ran.
 func TestRollbackAlwaysRuns(t *testing.T) {
 	cfg := againstSim(t, sim.DefaultProfile())
 	dir := t.TempDir()
 	up, down := filepath.Join(dir, "deployed"), filepath.Join(dir, "rolled-back")
-	cfg.Recipe.Model = "not-served" // pre-flight fails after the rollout
-	cfg.Recipe.Deploy = recipe.Deploy{Type: recipe.DeployCommand, PollS: 0.05, ReadyTimeoutS: 5, RollbackTimeoutS: 5,
+	cfg.Recipe.Model = "not-served" // the rollout's ready wait never sees the model, and times out
+	cfg.Recipe.Deploy = recipe.Deploy{Type: recipe.DeployCommand, PollS: 0.05, ReadyTimeoutS: 1, RollbackTimeoutS: 5,
 		Command: &recipe.CommandSpec{Deploy: []string{"touch", up}, Undeploy: []string{"touch", down}, ReadyURL: cfg.Recipe.Endpoint + "/health"}}
 	sum, err := Run(context.Background(), Options{Config: cfg})
 	if err == nil {

@@ -242,6 +242,7 @@ func until(t *testing.T, ctx context.Context, what string, cond func() bool) {
 // and engine b by scraping it: the source sums both once, tells the engine
 // through Prometheus, and refuses a target that Prometheus holds too.
 func TestPrometheusBesidesTargets(t *testing.T) {
+	t.Parallel() // wall-clock waits, beside the other Prometheus test
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var mu sync.Mutex
@@ -308,6 +309,7 @@ func TestPrometheusBesidesTargets(t *testing.T) {
 // come only from a real Prometheus scraping the simulator: pre-flight
 // passes through Prometheus and the step is judged on its windows.
 func TestSweepThroughPrometheus(t *testing.T) {
+	t.Parallel() // wall-clock waits, beside the other Prometheus test
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: 1, Seed: 1})
@@ -324,6 +326,7 @@ func TestSweepThroughPrometheus(t *testing.T) {
 	cfg.Recipe.Endpoint, cfg.Recipe.Metrics, cfg.TimeScale = endpoint, nil, 1
 	cfg.Recipe.Prometheus = &recipe.PrometheusSpec{URL: promURL, Selector: `{job="vllm"}`}
 	cfg.Workload.SynthSessions, cfg.Workload.ThinkTime = 8, "none"
+	cfg.Workload.Mix = config.Mix{Light: 1} // short prompts: the engine is idle again sooner after the step
 	cfg.Evals.Suites = nil
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{2}, 0, 0
 	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.WindowS, cfg.Sweep.ScrapeS, cfg.Sweep.DrainS = 10, 12, 4, 1, 30
