@@ -80,12 +80,20 @@ func TestChecksCatchAWrongPass(t *testing.T) {
 	base := Base(config.Default(), t.TempDir())
 	pass := Outcome{}
 	pass.Summary.Steps = append(pass.Summary.Steps, stepWith("pass"))
+	guards := map[string]bool{"crashed engine mid-step": false, "stall": false, "KV cache full mid-step": false,
+		"refused long prompts": false, "metrics gone": false, "malformed tool calls under load": false}
 	for _, sc := range Scenarios(base) {
-		switch sc.Name {
-		case "crashed engine mid-step", "stall", "KV cache full", "refused long prompts", "metrics gone", "malformed tool calls under load":
-			if _, ok := sc.Check(pass); ok {
-				t.Errorf("%s: a passing step was accepted", sc.Name)
-			}
+		if _, ok := guards[sc.Name]; !ok {
+			continue
+		}
+		guards[sc.Name] = true
+		if _, ok := sc.Check(pass); ok {
+			t.Errorf("%s: a passing step was accepted", sc.Name)
+		}
+	}
+	for name, seen := range guards {
+		if !seen {
+			t.Errorf("no scenario is named %q: its check went untested", name)
 		}
 	}
 }
