@@ -26,7 +26,7 @@ func rehearseCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `rehearse is the rehearsal level: before a recipe gets a GPU window, it runs the
 run file's phases (pre-flight, evals where a fault needs them, the first step
 of the sweep, capacity, post-flight, rollback) against the built-in simulated
-gateway, once clean and once per fault, on the scaled clock, and checks each
+gateway, once clean and once per fault, on the virtual clock (the SIGINT row on a x100 scaled clock), and checks each
 verdict against what must come out:
 
   clean                              a capacity
@@ -47,7 +47,7 @@ the simulator's (and a no-op deployer where a fault needs one); its bar,
 workload, warm-up and step length are kept, with the ladder cut to its first
 step. It prints a table (fault, expected, got, ok) and exits 1 when any row
 is wrong. Each rehearsal writes a run directory under --output.`,
-		Example: `  headroom rehearse                       # the built-in default run, every fault (a few minutes)
+		Example: `  headroom rehearse                       # the built-in default run, every fault (seconds)
   headroom rehearse -f my-run.yaml --short
   headroom rehearse --only stall --json`,
 		Args: cobra.NoArgs,

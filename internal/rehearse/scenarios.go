@@ -57,7 +57,9 @@ func Scenarios(base config.Run) []Scenario {
 			Faults: `{"refuse": {"share": 0.2, "status": 400}}`,
 			Check: func(o Outcome) (string, bool) {
 				got, ok := never(o, verdict.Fail, verdict.TooClose)
-				return got + "; errors " + partWords(o.Summary, verdict.PartErrors), ok && partVerdict(o.Summary, verdict.PartErrors) != verdict.Pass
+				// the clean step reads too close on errors alone, so only a
+				// failed errors part shows the refusals were counted
+				return got + "; errors " + partWords(o.Summary, verdict.PartErrors), ok && partVerdict(o.Summary, verdict.PartErrors) == verdict.Fail
 			},
 		},
 		{
@@ -69,7 +71,9 @@ func Scenarios(base config.Run) []Scenario {
 			Name: "KV cache full mid-step", Expected: "not pass",
 			Faults: fmt.Sprintf(`{"kv_capacity_tokens": 200000, "kv_shrink": {"at_s": %g, "for_s": %g}}`, mid, base.Sweep.StepS),
 			Check: func(o Outcome) (string, bool) {
-				return never(o, verdict.Fail, verdict.NoData, verdict.TooClose)
+				// not too close: the clean step reads that, so it would not
+				// show the fault at all
+				return never(o, verdict.Fail, verdict.NoData)
 			},
 		},
 		{
@@ -170,6 +174,9 @@ func partWords(s report.Summary, name string) string {
 	p := part(s, name)
 	if p == nil {
 		return "not judged"
+	}
+	if name == verdict.PartErrors || name == "tool_calls" {
+		return fmt.Sprintf("%s (%.1f%%)", p.Verdict, 100*p.Value.Center) // shares read as percentages
 	}
 	return fmt.Sprintf("%s (%.3g)", p.Verdict, p.Value.Center)
 }
