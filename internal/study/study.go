@@ -134,10 +134,10 @@ func MeasureCoverage(ctx context.Context, base config.Run, n, longer, workers in
 	for _, c := range cov.Runs {
 		width += c.Hi - c.Lo
 		switch {
-		case long.Sessions < c.Lo:
-			cov.Below++
-		case long.Sessions > c.Hi:
+		case long.Sessions < c.Lo: // the interval lies above it
 			cov.Above++
+		case long.Sessions > c.Hi: // below it
+			cov.Below++
 		default:
 			cov.Covered++
 		}
