@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/timescale"
@@ -102,10 +103,25 @@ type Result struct {
 // the result an abort. prompt is read, not copied, while the request is sent:
 // the caller keeps it unchanged until Stream returns.
 func (c *Client) Stream(ctx context.Context, prompt []byte, maxTokens int, deadline time.Duration) (res Result) {
+	return c.StreamReleasing(ctx, prompt, maxTokens, deadline, nil)
+}
+
+// StreamReleasing is Stream that calls release (when not nil) as soon as
+// prompt is read no more: the request body was sent and closed, and the
+// response head came back, so no resend can read it again. A caller that
+// holds many requests in flight (a fleet of sessions waiting in queues)
+// can reuse the prompt's buffer then instead of when the answer ends.
+// release is called at most once, from any goroutine, and not at all when
+// the request could not be made.
+func (c *Client) StreamReleasing(ctx context.Context, prompt []byte, maxTokens int, deadline time.Duration, release func()) (res Result) {
 	buf := c.bufs.Get().(*bytes.Buffer)
 	defer c.bufs.Put(buf)
 	buf.Reset()
 	body := c.requestBody(buf, prompt, maxTokens)
+	if release != nil {
+		body.rel = &releaser{f: release}
+		body.rel.n.Store(2) // this body, and the round trip
+	}
 
 	var rctx context.Context
 	var cancel context.CancelFunc
@@ -133,10 +149,11 @@ func (c *Client) Stream(ctx context.Context, prompt []byte, maxTokens int, deadl
 		return fail(ErrConnect, err)
 	}
 	req.ContentLength = int64(body.Len())
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(body.again()), nil }
+	req.GetBody = func() (io.ReadCloser, error) { return body.again(), nil }
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := c.http.Do(req)
+	body.rel.done()
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
@@ -205,9 +222,33 @@ func (c *Client) requestBody(buf *bytes.Buffer, prompt []byte, maxTokens int) *c
 
 // chatBody reads its parts one after another.
 type chatBody struct {
-	parts [3][]byte
-	i     int // the part being read
-	off   int // read so far of parts[i]
+	parts  [3][]byte
+	i      int // the part being read
+	off    int // read so far of parts[i]
+	rel    *releaser
+	closed atomic.Bool // the transport may close a body more than once, from its own goroutine
+}
+
+// releaser calls f when n, the bodies open and the round trip in flight,
+// reaches zero.
+type releaser struct {
+	n atomic.Int32
+	f func()
+}
+
+func (r *releaser) done() {
+	if r != nil && r.n.Add(-1) == 0 {
+		r.f()
+	}
+}
+
+// Close marks the body sent: the transport closes it once it is written
+// or given up.
+func (b *chatBody) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		b.rel.done()
+	}
+	return nil
 }
 
 // Len is the bytes left to read.
@@ -220,7 +261,12 @@ func (b *chatBody) Len() int {
 }
 
 // again is the same body from its start, for a request that is sent again.
-func (b *chatBody) again() *chatBody { return &chatBody{parts: b.parts} }
+func (b *chatBody) again() *chatBody {
+	if b.rel != nil {
+		b.rel.n.Add(1)
+	}
+	return &chatBody{parts: b.parts, rel: b.rel}
+}
 
 func (b *chatBody) Read(p []byte) (int, error) {
 	n := 0

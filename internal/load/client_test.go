@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -247,5 +248,46 @@ func TestRequestBodyMatchesBody(t *testing.T) {
 		if string(small) != want.String() || whole.String() != want.String() {
 			t.Errorf("%q: read %s and %s, want %s", c.prompt, small, whole.Bytes(), want.Bytes())
 		}
+	}
+}
+
+// StreamReleasing gives the prompt back once the server has the request
+// and answered its head, before the answer's stream ends, and only once.
+func TestStreamReleasesThePrompt(t *testing.T) {
+	var released atomic.Int32
+	relCh := make(chan struct{})
+	early := make(chan bool, 1)
+	srv := sseServer(t, 3, func(w http.ResponseWriter, r *http.Request) bool {
+		body, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(body), `"content":"a b c"`) {
+			http.Error(w, "prompt not sent: "+string(body), 400)
+			return true
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		select { // the answer goes on only once the prompt is released
+		case <-relCh:
+			early <- true
+		case <-time.After(5 * time.Second):
+			early <- false
+		}
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}]}`+"\n\n")
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`+"\n\n")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+		return true
+	})
+	c := NewClient(srv.URL, "m")
+	defer c.Close()
+	res := c.StreamReleasing(context.Background(), []byte("a b c"), 4, 10*time.Second, func() {
+		if released.Add(1) == 1 {
+			close(relCh)
+		}
+	})
+	if res.Error != "" {
+		t.Fatalf("%s: %s", res.Error, res.Detail)
+	}
+	if before := <-early; !before || released.Load() != 1 {
+		t.Errorf("released %d times, before the answer went on: %v; want once, before", released.Load(), before)
 	}
 }

@@ -26,6 +26,27 @@ func readBody(r io.Reader, size int64) ([]byte, error) {
 	return buf.Bytes(), err
 }
 
+// bodyReader reads b as a request body and lets go of it once read: a
+// gateway that read a body to route it hands it on with this, so the copy
+// it stays a reader for while the answer streams does not keep the bytes.
+func bodyReader(b []byte) io.ReadCloser { return &onceBody{b: b} }
+
+type onceBody struct{ b []byte }
+
+func (o *onceBody) Read(p []byte) (int, error) {
+	if len(o.b) == 0 {
+		o.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, o.b)
+	if o.b = o.b[n:]; len(o.b) == 0 {
+		o.b = nil
+	}
+	return n, nil
+}
+
+func (o *onceBody) Close() error { return nil }
+
 // chatKeys and messageKeys are the members the fast path reads; a member
 // that only a case fold would match to one of them is left to encoding/json,
 // which matches keys that way.

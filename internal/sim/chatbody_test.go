@@ -149,3 +149,20 @@ func BenchmarkChatBody(b *testing.B) {
 		}
 	})
 }
+
+// bodyReader reads its bytes once, in any read sizes, then lets go of them.
+func TestBodyReaderLetsGo(t *testing.T) {
+	r := bodyReader([]byte("some body"))
+	var got []byte
+	p := make([]byte, 4)
+	for {
+		n, err := r.Read(p)
+		got = append(got, p[:n]...)
+		if err != nil {
+			break
+		}
+	}
+	if string(got) != "some body" || r.(*onceBody).b != nil {
+		t.Errorf("read %q, holds %q", got, r.(*onceBody).b)
+	}
+}

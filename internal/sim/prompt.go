@@ -346,7 +346,12 @@ func (p *promptScan) digest() uint64 {
 }
 
 // finish ends the last word; the partial last block is not hashed (only full
-// blocks are cacheable, as in vLLM).
+// blocks are cacheable, as in vLLM). The hashes are then cut to their length
+// when the size hint left them much room: they live as long as their
+// request, and a fleet holds thousands.
 func (p *promptScan) finish() {
 	p.space()
+	if n := len(p.hashes); cap(p.hashes) > n+n/4+16 {
+		p.hashes = append(make([]uint64, 0, n), p.hashes...)
+	}
 }

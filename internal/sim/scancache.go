@@ -31,7 +31,7 @@ type scanCache struct {
 // scanCacheBytes is the memory one engine's scan cache may hold: enough for
 // the latest turn of every session of a typical step (a heavy turn is about
 // 1 MB), bounded so a fleet of many copies stays within a small machine.
-const scanCacheBytes = 64 << 20
+const scanCacheBytes = 32 << 20
 
 // Bodies shorter than minCachedBody are scanned whole, not cached; the
 // first keyBytes of a body pick its bucket; a bucket keeps bucketSize
@@ -82,6 +82,10 @@ func (c *scanCache) fastChat(buf []byte, blockSize int) (chatRequest, *promptSca
 	e, shared := c.closest(key, blockSize, buf)
 	if e != nil {
 		if cp, ok := e.resumeAt(shared, body.Messages, at, ends); ok {
+			// Room for the blocks past the shared ones, at two bytes a word.
+			more := (len(buf)-int(e.cps[cp].off))/(2*blockSize) + 1
+			scan.hashes = make([]uint64, 0, int(e.cps[cp].block)+1+more)
+			scan.cps = make([]checkpoint, 0, cp+1+more)
 			scan.resume(e.hashes, e.cps, cp)
 			from, resume = int(e.cps[cp].msg), int(e.cps[cp].off)
 			c.mu.Lock()
@@ -91,6 +95,9 @@ func (c *scanCache) fastChat(buf []byte, blockSize int) (chatRequest, *promptSca
 	}
 	if !scan.addMessages(body.Messages, at, from, resume) {
 		return body, nil, false
+	}
+	if n := len(scan.cps); cap(scan.cps) > n+n/4+16 {
+		scan.cps = append(make([]checkpoint, 0, n), scan.cps...)
 	}
 	roles := make([]string, len(body.Messages))
 	for i, m := range body.Messages {
