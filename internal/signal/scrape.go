@@ -40,10 +40,11 @@ type Scraper struct {
 	// in-memory targets answer without delay.
 	Sequential bool
 
-	mu    sync.Mutex
-	found []string // the targets of the last listing that worked
-	watch processWatch
-	seq   atomic.Uint64 // orders scrapes by when they were sent
+	mu     sync.Mutex
+	found  []string                          // the targets of the last listing that worked
+	parsed map[string]map[string]parsedBlock // each target's last scrape, by family
+	watch  processWatch
+	seq    atomic.Uint64 // orders scrapes by when they were sent
 }
 
 // maxBody bounds how much of one /metrics response is read.
@@ -186,8 +187,8 @@ func (s *Scraper) fetchWanted(ctx context.Context, target string, want map[strin
 		return nil, err
 	}
 	if want != nil {
-		if kept, ok := keepFamilies(text, want); ok {
-			if families, err := parseText(kept); err == nil {
+		if blocks, ok := keepFamilies(text, want); ok {
+			if families, ok := s.parseBlocks(target, blocks); ok {
 				return families, nil
 			}
 			// An error's line number is the whole text's: parse it all.
@@ -226,13 +227,13 @@ func (s *Scraper) wanted() map[string]bool {
 // names, or a label the process watch reads (a pod or host name may sit on
 // any series). Pre-flight reads every family (Families), so an exposition
 // broken in a family no rule reads is still found there.
-func keepFamilies(text []byte, want map[string]bool) ([]byte, bool) {
+func keepFamilies(text []byte, want map[string]bool) ([]textBlock, bool) {
 	for _, l := range identityLabels {
 		if bytes.Contains(text, []byte(l+"=")) {
 			return nil, false
 		}
 	}
-	out := make([]byte, 0, len(text)/2)
+	var out []textBlock
 	block, start, keep := "", 0, true // the block being read (""; the lines before any) and whether it stays
 	for i := 0; i < len(text); {
 		end := len(text)
@@ -251,8 +252,8 @@ func keepFamilies(text []byte, want map[string]bool) ([]byte, bool) {
 				return nil, false
 			}
 			if name := string(f[1]); name != block {
-				if keep {
-					out = append(out, text[start:i]...)
+				if keep && i > start {
+					out = append(out, textBlock{block, text[start:i]})
 				}
 				block, start, keep = name, i, want[name]
 			}
@@ -270,10 +271,76 @@ func keepFamilies(text []byte, want map[string]bool) ([]byte, bool) {
 		}
 		i = end
 	}
-	if keep {
-		out = append(out, text[start:]...)
+	if keep && len(text) > start {
+		out = append(out, textBlock{block, text[start:]})
 	}
 	return out, true
+}
+
+// textBlock is one family's lines in an exposition (name ""; the lines
+// before the first family's).
+type textBlock struct {
+	name string
+	text []byte
+}
+
+// parsedBlock is a block of a target's last scrape and its family.
+type parsedBlock struct {
+	text []byte
+	mf   *dto.MetricFamily
+}
+
+// parseBlocks parses the blocks keepFamilies kept. A family whose block is
+// byte for byte the one the target's last scrape parsed is that family
+// again (an engine between steps, or a gauge that did not move): only the
+// blocks that changed are parsed. It reports false when a parse fails, so
+// the whole text is parsed for its error.
+func (s *Scraper) parseBlocks(target string, blocks []textBlock) (map[string]*dto.MetricFamily, bool) {
+	s.mu.Lock()
+	prev := s.parsed[target]
+	s.mu.Unlock()
+	names := make(map[string]bool, len(blocks))
+	unique := true
+	for _, b := range blocks {
+		if names[b.name] {
+			unique = false // a family in two blocks: parse it all, cache nothing
+		}
+		names[b.name] = true
+	}
+	var changed []byte
+	reused := map[string]*dto.MetricFamily{}
+	for _, b := range blocks {
+		if p, ok := prev[b.name]; ok && unique && b.name != "" && bytes.Equal(p.text, b.text) {
+			reused[b.name] = p.mf
+			continue
+		}
+		changed = append(changed, b.text...)
+	}
+	families, err := parseText(changed)
+	if err != nil {
+		return nil, false
+	}
+	for name, mf := range reused {
+		if _, clash := families[name]; clash {
+			return nil, false
+		}
+		families[name] = mf
+	}
+	if unique {
+		next := make(map[string]parsedBlock, len(blocks))
+		for _, b := range blocks {
+			if mf, ok := families[b.name]; ok && b.name != "" {
+				next[b.name] = parsedBlock{b.text, mf}
+			}
+		}
+		s.mu.Lock()
+		if s.parsed == nil {
+			s.parsed = map[string]map[string]parsedBlock{}
+		}
+		s.parsed[target] = next
+		s.mu.Unlock()
+	}
+	return families, true
 }
 
 // ownSample reports whether a sample named name belongs to family's block

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -34,10 +35,11 @@ func TestKeepFamiliesParsesTheSame(t *testing.T) {
 			}
 			sc := &Scraper{Mapping: tc.m}
 			want := sc.wanted()
-			kept, ok := keepFamilies(text, want)
+			blocks, ok := keepFamilies(text, want)
 			if !ok {
 				t.Skip("this exposition is parsed whole (no cut)")
 			}
+			kept := joinBlocks(blocks)
 			all, err := parseText(text)
 			if err != nil {
 				t.Fatal(err)
@@ -82,9 +84,9 @@ func TestKeepFamiliesRefuses(t *testing.T) {
 	// What it can be sure of: other families' blocks go, whatever precedes
 	// the first block and plain comments stay.
 	text := "x 1\n# a comment\n# HELP b help\n# TYPE b histogram\nb_bucket{le=\"+Inf\"} 1\nb_sum 1\nb_count 1\n# TYPE a counter\n\na 3\n"
-	kept, ok := keepFamilies([]byte(text), want)
-	if want := "x 1\n# a comment\n# TYPE a counter\n\na 3\n"; !ok || string(kept) != want {
-		t.Errorf("kept %q (%v), want %q", kept, ok, want)
+	blocks, ok := keepFamilies([]byte(text), want)
+	if want := "x 1\n# a comment\n# TYPE a counter\n\na 3\n"; !ok || string(joinBlocks(blocks)) != want {
+		t.Errorf("kept %q (%v), want %q", joinBlocks(blocks), ok, want)
 	}
 }
 
@@ -99,5 +101,49 @@ func TestKeepFamiliesErrorsAsWhole(t *testing.T) {
 	_, cut := sc.fetchWanted(context.Background(), srv.URL, map[string]bool{"a": true})
 	if whole == nil || cut == nil || cut.Error() != whole.Error() || !strings.Contains(whole.Error(), "line 4") {
 		t.Errorf("cut scrape error %v, whole %v; want the same, in line 4", cut, whole)
+	}
+}
+
+func joinBlocks(blocks []textBlock) []byte {
+	var out []byte
+	for _, b := range blocks {
+		out = append(out, b.text...)
+	}
+	return out
+}
+
+// Successive scrapes of a target parse only the families whose lines
+// changed, and read what parsing each whole text reads.
+func TestParseBlocksReusesUnchangedFamilies(t *testing.T) {
+	want := map[string]bool{"a": true, "b": true, "h": true}
+	texts := []string{
+		"# TYPE a counter\na 1\n# TYPE b gauge\nb 2\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n",
+		"# TYPE a counter\na 5\n# TYPE b gauge\nb 2\n# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n",
+		"# TYPE a counter\na 5\n# TYPE b gauge\nb 7\n# TYPE x gauge\nx 1\n# TYPE h histogram\nh_bucket{le=\"1\"} 2\nh_bucket{le=\"+Inf\"} 3\nh_sum 4\nh_count 3\n",
+	}
+	sc := &Scraper{}
+	var last map[string]*dto.MetricFamily
+	for i, text := range texts {
+		blocks, ok := keepFamilies([]byte(text), want)
+		if !ok {
+			t.Fatalf("scrape %d: not cut", i)
+		}
+		got, ok := sc.parseBlocks("t", blocks)
+		whole, err := parseText([]byte(text))
+		if !ok || err != nil {
+			t.Fatalf("scrape %d: %v %v", i, ok, err)
+		}
+		for name := range want {
+			if !proto.Equal(got[name], whole[name]) {
+				t.Errorf("scrape %d: %s is %v, want %v", i, name, got[name], whole[name])
+			}
+		}
+		if _, ok := got["x"]; ok {
+			t.Errorf("scrape %d: x was not cut", i)
+		}
+		if i == 1 && (got["b"] != last["b"] || got["h"] != last["h"] || got["a"] == last["a"]) {
+			t.Errorf("scrape 1: the unchanged b and h were parsed again, or the changed a was not")
+		}
+		last = got
 	}
 }

@@ -105,9 +105,14 @@ func (p *promptScan) space() bool {
 	return false
 }
 
+// cpEvery is how many blocks apart checkpoints are: a resumed scan reads
+// again at most this many blocks of what it shares, and a cached body keeps
+// a checkpoint per this many blocks.
+const cpEvery = 8
+
 // mark records a checkpoint at body offset off (tracking only).
 func (p *promptScan) mark(off int) {
-	if p.track && off >= 0 {
+	if p.track && off >= 0 && len(p.hashes)%cpEvery == 0 {
 		p.cps = append(p.cps, checkpoint{int32(off), int32(len(p.hashes) - 1), int32(p.msg)})
 	}
 }

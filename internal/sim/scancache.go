@@ -85,7 +85,7 @@ func (c *scanCache) fastChat(buf []byte, blockSize int) (chatRequest, *promptSca
 			// Room for the blocks past the shared ones, at two bytes a word.
 			more := (len(buf)-int(e.cps[cp].off))/(2*blockSize) + 1
 			scan.hashes = make([]uint64, 0, int(e.cps[cp].block)+1+more)
-			scan.cps = make([]checkpoint, 0, cp+1+more)
+			scan.cps = make([]checkpoint, 0, cp+1+more/cpEvery+1)
 			scan.resume(e.hashes, e.cps, cp)
 			from, resume = int(e.cps[cp].msg), int(e.cps[cp].off)
 			c.mu.Lock()
