@@ -583,6 +583,10 @@ func newGatewayMetrics(provider, model string) *gatewayMetrics {
 	g.ttft = hist("gen_ai_server_time_to_first_token_seconds", "Time to generate first token for successful responses (modelled seconds).", genAITTFTBuckets).WithLabelValues(values...)
 	g.tpot = hist("gen_ai_server_time_per_output_token_seconds", "Time per output token generated after the first token for successful responses (modelled seconds).", genAITPOTBuckets).WithLabelValues(values...)
 	g.duration = hist("gen_ai_server_request_duration_seconds", "Generative AI server request duration such as time-to-last byte or last output token (modelled seconds).", genAIDurationBuckets, "error_type")
+	// The success series exists from the start, as TTFT's does, so the family
+	// is on /metrics before the first request: a gen_ai mapping then reads
+	// no 4xx, 5xx or failure yet as zero (pre-flight needs the family).
+	g.duration.WithLabelValues(append(append([]string{}, values...), "")...)
 	usage := hist("gen_ai_client_token_usage", "Number of input and output tokens used.", genAITokenBuckets, "gen_ai_token_type")
 	g.input = usage.WithLabelValues(append(append([]string{}, values...), "input")...)
 	g.output = usage.WithLabelValues(append(append([]string{}, values...), "output")...)
