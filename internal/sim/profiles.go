@@ -24,6 +24,13 @@ var builtInProfiles = map[string]func() Profile{
 		p.Name, p.MaxModelLen = "glm-16xrtx6000-128k", 131072
 		return p
 	},
+	"reference": ReferenceProfile,
+	"reference-128k": func() Profile {
+		// The reference recipes' engine serving a 128K context (recipe 2).
+		p := ReferenceProfile()
+		p.Name, p.MaxModelLen = "reference-128k", 131072
+		return p
+	},
 	"dense70b-8xh100": func() Profile {
 		// A 70B dense model in FP8 on 8 H100 SXM (80 GB, 3.35 TB/s, NVLink),
 		// derived from its hardware: see Hardware.Derive.
@@ -54,11 +61,51 @@ func glmSizing() Sizing {
 	return Sizing{GPUs: 16, StageGPUs: 8, WeightsGB: 400, UsableGBPerGPU: 96*0.9 - 5}
 }
 
+// ReferenceProfile is the engine of the reference report's recipes as the
+// fidelity study (docs/fidelity.md) sets it: DefaultProfile's GLM-class MoE
+// on 16 RTX PRO 6000 in recipe 0's layout, two pipeline stages of eight
+// cards (--pipeline-parallel-size 2 --tensor-parallel-size 8), with the
+// numbers that layout implies rather than the default run's tuning:
+//   - KV cache: the memory glmSizing leaves after the weights, 16 x 81.4 GB
+//     less 400 GB, over 376,832 bytes a token: ~2.39M tokens. Tensor
+//     parallelism over 8 ranks with 8 KV heads stores each head once, so
+//     nothing is stored twice. The report's SGLang recipe kept its cache
+//     from filling at about 10 sessions ("the KV cache never filled"), and
+//     its host cache added nothing: a 1.37M cache evicts there.
+//   - Decode: a step passes the two stages one after the other, so a
+//     context token's 376 KB of KV is read on one stage's 8 cards at a time
+//     (14.4 TB/s: 26 ns at peak); 50 ns is about half of peak, as long
+//     attention over PCIe-linked cards runs. The fixed part of a step is
+//     14 ms: the active experts' ~32 GB of FP8 weights on each stage's 8
+//     cards (~4 ms at 60% of their bandwidth) and two all-reduces a layer
+//     over PCIe with small messages (~10 ms). Per context token this is
+//     slower than DefaultProfile (30 ns) and per step faster (22 ms): long
+//     contexts (heavy sessions) decode slower, short ones as before.
+//   - Prefill 20K tokens/s and 0.25 ns per token pair of attention:
+//     DefaultProfile's PCIe all-reduce bound (~25K) less the pipeline's hop
+//     between the two nodes for every chunk.
+//   - 128 sequences and 8192-token chunks: DefaultProfile's (vLLM's and
+//     SGLang's defaults on 96 GB cards).
+//
+// docs/simulator.md (Fidelity) has the candidates the study compared and
+// what each changed.
+func ReferenceProfile() Profile {
+	s := glmSizing()
+	p := DefaultProfile()
+	p.Name = "reference"
+	p.KVCapacityTokens = int((float64(s.GPUs)*s.UsableGBPerGPU - s.WeightsGB) * 1e9 / DefaultKVBytesPerToken)
+	p.PrefillTokensPerSecond = 20000
+	p.PrefillAttentionSecondsPerKVToken = 2.5e-10
+	p.DecodeBaseSeconds = 0.014
+	p.DecodeSecondsPerKVToken = 5e-8
+	return p
+}
+
 // sizingByName is how a built-in profile resizes; ok is false for a profile
 // that says nothing of its GPUs (tiny).
 func sizingByName(name string) (s Sizing, ok bool) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "default", "glm-16xrtx6000", "glm-16xrtx6000-128k":
+	case "default", "glm-16xrtx6000", "glm-16xrtx6000-128k", "reference", "reference-128k":
 		return glmSizing(), true
 	case "dense70b-8xh100":
 		// its hardware block below: 8 H100 of 80 GB, 70 GB of weights, one
