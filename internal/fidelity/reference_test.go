@@ -132,8 +132,8 @@ func TestReferenceRunFiles(t *testing.T) {
 				t.Errorf("bar %+v, want the report's %+v", b, f.Bar)
 			}
 			sw := cfg.Sweep
-			if sw.Target != f.Bar.Target || sw.Stress != f.Bar.Stress || sw.StepS != 300 || sw.Ladder[len(sw.Ladder)-1] != f.Bar.Stress || !slices.Contains(sw.Ladder, f.Baseline.Sessions) {
-				t.Errorf("sweep target %d stress %d step %g s ladder %v: want 15, 20, 5-minute steps, a ladder through 10 ending at 20", sw.Target, sw.Stress, sw.StepS, sw.Ladder)
+			if sw.Target != f.Bar.Target || sw.Stress != f.Bar.Stress || sw.StepS != 600 || sw.Ladder[len(sw.Ladder)-1] != f.Bar.Stress || !slices.Contains(sw.Ladder, f.Baseline.Sessions) {
+				t.Errorf("sweep target %d stress %d step %g s ladder %v: want 15, 20, 10-minute steps (the report's 60-75 minute sweep), a ladder through 10 ending at 20", sw.Target, sw.Stress, sw.StepS, sw.Ladder)
 			}
 			if cfg.Workload.Mix.Heavy != 0.5 || cfg.Workload.Mix.Light != 0.5 {
 				t.Errorf("mix %+v, want today's half-and-half", cfg.Workload.Mix)
