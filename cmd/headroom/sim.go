@@ -91,7 +91,7 @@ POSTing the same JSON to /admin/faults from loopback. Built-in profiles: ` + str
 	serve.Flags().StringVar(&router, "router", sim.RoundRobin, "routing over copies: round_robin, least_loaded or prefix_affinity")
 	serve.Flags().StringVar(&model, "model", "", "model id to serve (default: the profile's)")
 	serve.Flags().Float64Var(&pdLink, "pd-link", 0, "split prefill from decode, handing KV over a link of this many bytes/s (1.25e9 = 10 GbE)")
-	cmd.AddCommand(serve, calibrateCmd(), studyCmd(stdout, stderr))
+	cmd.AddCommand(serve, calibrateCmd(), studyCmd(stdout, stderr), fidelityCmd(stdout, stderr))
 	return cmd
 }
 
