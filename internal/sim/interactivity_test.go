@@ -92,7 +92,7 @@ func (s *timedStream) read(ctx context.Context, url, prompt string, maxTokens in
 // was derived per request, this step passed on the per-token P90.
 func TestSGLangInteractivityPerRequest(t *testing.T) {
 	const (
-		scale     = 20
+		scale     = min(20, fastScale) // slower under the race detector
 		streams   = 4
 		answer    = 700  // tokens per stream
 		prompt    = 1900 // words (tokens) per long prompt: 8 prefill chunks
