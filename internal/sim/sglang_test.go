@@ -141,7 +141,7 @@ func TestPersonalitySchedulers(t *testing.T) {
 		// SGLang: prefill first.
 		{"sglang", signal.SGLang()},
 	} {
-		_, url := startPersonality(t, tc.pers, tinyProfile(), 50)
+		_, url := startPersonality(t, tc.pers, tinyProfile(), fastScale)
 		var wg sync.WaitGroup
 		for i := range 4 {
 			wg.Go(func() { streamChat(t, url, "tiny-model", words(fmt.Sprintf("d%d-", i), 0, 1000), 300) })
