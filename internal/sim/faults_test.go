@@ -351,7 +351,7 @@ func TestWrongModelFault(t *testing.T) {
 }
 
 func TestKVFillsFault(t *testing.T) {
-	s, url := startSim(t, tinyProfile(), 50)
+	s, url := startSim(t, tinyProfile(), fastScale)
 	// 512 tokens are 128 of the 4096 blocks.
 	setFaults(t, url, `{"kv_capacity_tokens":512}`)
 	waitMetric(t, url, "blocks to be pinned", func(f map[string]*dto.MetricFamily) bool {
