@@ -43,8 +43,8 @@ func mustRun(t *testing.T, cfg config.Run) (report.Summary, time.Duration) {
 // the same verdict on every step and P90s within each other's intervals.
 func TestVirtualAndWallClockAgree(t *testing.T) {
 	virt, vtook := mustRun(t, shortRun(t, config.Virtual))
-	wall, wtook := mustRun(t, shortRun(t, 200))
-	t.Logf("virtual %v, wall clock at x200 %v", vtook, wtook)
+	wall, wtook := mustRun(t, shortRun(t, wallScale))
+	t.Logf("virtual %v, wall clock at x%d %v", vtook, wallScale, wtook)
 	if len(virt.Steps) != len(wall.Steps) || len(virt.Steps) != 2 {
 		t.Fatalf("virtual ran %d steps, wall %d; want 2 each", len(virt.Steps), len(wall.Steps))
 	}
