@@ -96,7 +96,7 @@ func TestShortSweepAgainstSimulator(t *testing.T) {
 	if err := os.WriteFile(f, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), raceSlowdown*90*time.Second)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	err := run(ctx, []string{"simulate", "-f", f, "--json", "--output", filepath.Join(dir, "runs")}, &stdout, &stderr)

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 // kill a real headroom process use: a step of 60 s of warm-up and 180 s
 // judged lasts 6 s of wall time, long enough to be interrupted inside it
 // with a margin for a loaded host, short enough to keep the tests quick.
-const processScale = 40
+// (processScale itself is in race_on_test.go / race_off_test.go)
 
 // processRunFile writes, in dir, the run file the tests that signal or kill
 // a real headroom process use: the default cut to a 2, 4 ladder of

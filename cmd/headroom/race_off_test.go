@@ -1,0 +1,8 @@
+//go:build !race
+
+package main
+
+const (
+	processScale = 40
+	raceSlowdown = 1
+)
