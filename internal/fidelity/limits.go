@@ -15,7 +15,7 @@ func ModelLimits() map[string]string {
 		"time to fill the rest; the model keeps the interactivity and the requests in flight, so it prices " +
 		"a million tokens at about half (and at n/a where no step passed outright)"
 	heavy2 := "two copies hold heavy-only sessions until their KV caches run out (~13 heavy sessions a copy, " +
-		"2.39M tokens over ~170K each) or decode slows past the bar (~18-20): the synthesised heavy " +
+		"2.39M tokens over ~170K each) or decode slows past the bar (15-18 sessions here): the synthesised heavy " +
 		"sessions extend a cached history by a few thousand tokens a turn (p90 8.6K new tokens), while " +
 		"the report's heavy-only sessions \"miss the bar on single long prompts\", uncached ones the " +
 		"workload does not send"
@@ -39,7 +39,7 @@ func ModelLimits() map[string]string {
 			"GPU cache never evicts (as the report found), so the model gives both the same sweep: " +
 			"every step to 20 passes; the report's 6 missing 20 narrowly on TTFT while 7 passed is one " +
 			"run's difference",
-		LimitKey(0, ColLight): "light-only sessions on one vLLM engine hold the bar to ~12 in the model; the " +
+		LimitKey(0, ColLight): "light-only sessions on one vLLM engine hold the bar to ~13 in the model; the " +
 			"report's ≈ 4 sits below the 5 light sessions that today's mix of 10 carries inside a heavier " +
 			"load, which no contention model reproduces (the report: \"mixes aren't additive\")",
 		LimitKey(5, ColKVPeak): "10 sessions keep ~11 requests in flight with ~100K tokens of context each, " +
@@ -47,6 +47,12 @@ func ModelLimits() map[string]string {
 			"16 cards hold for a GLM-4.5-shaped model (376 KB a token) after the weights; the model's " +
 			"cache is that bound, so it peaks just over half (mean under half) and, as in the report, " +
 			"never evicts at 10 sessions, so the host cache adds nothing",
+		LimitKey(0, ColTarget): "the 10-session step reads too close on interactivity and the 15-session " +
+			"step fails, so the capacity interval runs from below the ladder up to 15 and touches the " +
+			"target: too close, where the report's interval stayed below it",
+		LimitKey(3, ColTarget): "follows recipe 3's capacity: the model holds ~20 (see its limiting part)",
+		LimitKey(6, ColStress): "follows recipe 6's limiting part: the model gives 6 and 7 one sweep, " +
+			"which passes 20",
 		LimitKey(0, ColMTok): tokens,
 		LimitKey(1, ColMTok): tokens,
 		LimitKey(3, ColMTok): tokens,
