@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/sweep"
 )
 
 // defaultVirtual is the built-in default run file on the virtual clock, as
@@ -38,6 +42,60 @@ func BenchmarkVirtualDefaultRun(b *testing.B) {
 		}
 		b.ReportMetric(sum.Capacity.Sessions, "capacity")
 	}
+}
+
+// BenchmarkReferenceStudy sweeps the reference report's recipes
+// (examples/reference/[0-9]-*.yaml) on today's mix, light-only and
+// heavy-only: 3 sweeps a recipe, 24 for the 8. The recipes run at once,
+// each on its own virtual clock, so they share the machine's cores.
+func BenchmarkReferenceStudy(b *testing.B) {
+	files, err := filepath.Glob("../../examples/reference/[0-9]-*.yaml")
+	if err != nil || len(files) == 0 {
+		b.Skipf("no reference recipes in examples/reference (%v)", err)
+	}
+	var cfgs []config.Run
+	for _, f := range files {
+		cfg, err := config.Load(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.TimeScale = config.Virtual
+		cfg.Sweep.Mixes = []string{"today", "light", "heavy"}
+		cfg.Output = b.TempDir()
+		if err := cfg.Validate(); err != nil {
+			b.Fatalf("%s: %v", f, err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	for b.Loop() {
+		sums := make([]report.Summary, len(cfgs))
+		errs := make([]error, len(cfgs))
+		var wg sync.WaitGroup
+		for i := range cfgs {
+			wg.Go(func() { sums[i], errs[i] = Run(context.Background(), Options{Config: cfgs[i]}) })
+		}
+		wg.Wait()
+		sweeps := 0
+		for i, sum := range sums {
+			if errs[i] != nil {
+				b.Fatalf("%s: %v", files[i], errs[i])
+			}
+			sweeps += 1 + len(sum.Mixes)
+			line := fmt.Sprintf("%s: today %s", filepath.Base(files[i]), capacityText(sum.Capacity))
+			for _, m := range sum.Mixes {
+				line += fmt.Sprintf(", %s %s", m.Label(), capacityText(m.Capacity))
+			}
+			b.Log(line)
+		}
+		b.ReportMetric(float64(sweeps), "sweeps")
+	}
+}
+
+func capacityText(c sweep.Capacity) string {
+	if c.AtLeast {
+		return fmt.Sprintf(">=%g", c.Sessions)
+	}
+	return fmt.Sprintf("%.1f [%.1f, %.1f] (%s)", c.Sessions, c.Lo, c.Hi, c.LimitedBy)
 }
 
 // fleetStep is one short step of many sessions on many copies: a fleet
