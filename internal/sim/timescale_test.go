@@ -147,10 +147,15 @@ func TestScaleKeepsVerdicts(t *testing.T) {
 		t.Skip("runs 10 s of real time")
 	}
 	const modelled = 10 * time.Second
+	// At fastScale (50) a loaded host's late scrape turned a window into no
+	// data; 10 still shows scale invariance, with 100 ms of wall time per
+	// modelled second. (Runs that must not depend on the host at all use the
+	// virtual clock.)
+	const fast = min(fastScale, 10)
 	runs := map[float64]scaledRun{}
 	var mu sync.Mutex
 	t.Run("runs", func(t *testing.T) {
-		for _, scale := range []float64{1, fastScale} {
+		for _, scale := range []float64{1, fast} {
 			t.Run(fmt.Sprintf("scale %g", scale), func(t *testing.T) {
 				t.Parallel()
 				r := runScaled(t, scale, modelled)
@@ -160,21 +165,21 @@ func TestScaleKeepsVerdicts(t *testing.T) {
 			})
 		}
 	})
-	real, fast := runs[1], runs[fastScale]
+	real, fastRun := runs[1], runs[fast]
 	t.Logf("scale 1: TTFT P90 bucket %v, interactivity %v, verdicts %v, %d requests", real.ttftBucket, real.interBucket, real.verdicts, real.sent)
-	t.Logf("scale %g: TTFT P90 bucket %v, interactivity %v, verdicts %v, %d requests", fastScale, fast.ttftBucket, fast.interBucket, fast.verdicts, fast.sent)
-	if real.sent != fast.sent || real.sent != 20 {
-		t.Errorf("requests sent %d and %d, want 20 each", real.sent, fast.sent)
+	t.Logf("scale %g: TTFT P90 bucket %v, interactivity %v, verdicts %v, %d requests", fast, fastRun.ttftBucket, fastRun.interBucket, fastRun.verdicts, fastRun.sent)
+	if real.sent != fastRun.sent || real.sent != 20 {
+		t.Errorf("requests sent %d and %d, want 20 each", real.sent, fastRun.sent)
 	}
-	if real.ttftBucket != fast.ttftBucket {
-		t.Errorf("P90 TTFT bucket %v at scale 1, %v at scale %g", real.ttftBucket, fast.ttftBucket, fastScale)
+	if real.ttftBucket != fastRun.ttftBucket {
+		t.Errorf("P90 TTFT bucket %v at scale 1, %v at scale %g", real.ttftBucket, fastRun.ttftBucket, fast)
 	}
-	if real.interBucket != fast.interBucket {
-		t.Errorf("P90 interactivity bucket %v at scale 1, %v at scale %g", real.interBucket, fast.interBucket, fastScale)
+	if real.interBucket != fastRun.interBucket {
+		t.Errorf("P90 interactivity bucket %v at scale 1, %v at scale %g", real.interBucket, fastRun.interBucket, fast)
 	}
 	for i := range scaleBars {
-		if real.verdicts[i] != fast.verdicts[i] {
-			t.Errorf("bar %+v: verdict %s at scale 1, %s at scale %g", scaleBars[i], real.verdicts[i], fast.verdicts[i], fastScale)
+		if real.verdicts[i] != fastRun.verdicts[i] {
+			t.Errorf("bar %+v: verdict %s at scale 1, %s at scale %g", scaleBars[i], real.verdicts[i], fastRun.verdicts[i], fast)
 		}
 	}
 	if real.verdicts[0] != verdict.Pass || real.verdicts[1] != verdict.Fail {
