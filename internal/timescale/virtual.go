@@ -64,6 +64,8 @@ type waiter struct {
 	done  <-chan struct{}
 	sigs  []*Signal
 	fn    func() // a timer that runs a function instead of waking a goroutine
+	// sigBuf is sigs' room, so a wait's signals need no allocation.
+	sigBuf [3]*Signal
 	// prev and next link the waiter into parked while it is there.
 	prev, next *waiter
 	inList     bool
@@ -161,7 +163,7 @@ func (v *virtual) newWaiter(reason string) *waiter {
 
 // putWaiter hands back the waiter of a wait that is over.
 func (v *virtual) putWaiter(w *waiter) {
-	w.sigs, w.done = nil, nil
+	w.sigs, w.sigBuf, w.done = nil, [3]*Signal{}, nil
 	v.pool.Put(w)
 }
 
@@ -322,7 +324,12 @@ func (v *virtual) wait(ctx context.Context, until time.Duration, reason string, 
 		return -1, nil
 	}
 	w := v.newWaiter(reason)
-	w.at, w.done, w.sigs = until, ctx.Done(), sigs
+	w.at, w.done = until, ctx.Done()
+	if len(sigs) <= len(w.sigBuf) {
+		w.sigs = append(w.sigBuf[:0], sigs...) // the caller's slice stays its own
+	} else {
+		w.sigs = append([]*Signal(nil), sigs...)
+	}
 	woke := v.park(w)
 	v.putWaiter(w)
 	if woke == -2 {
