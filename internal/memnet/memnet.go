@@ -43,16 +43,8 @@ func (n *Net) Serve(h http.Handler) string {
 	return "http://" + host
 }
 
-// Remove takes a host off the network: its requests are refused, as a
-// crashed server's connections are. Serve again to bring one back at a new
-// address, or use Replace.
-func (n *Net) Remove(base string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.hosts, strings.TrimPrefix(base, "http://"))
-}
-
-// Replace puts h (nil: nothing) at base.
+// Replace puts h at base; nil takes the host off the network, so its
+// requests are refused as a crashed server's connections are.
 func (n *Net) Replace(base string, h http.Handler) {
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -105,15 +105,6 @@ func (s *Signal) Close() {
 	})
 }
 
-// Done is a channel closed when a latch closes, for code that selects on
-// it outside the clock (wall clock only; nil on a virtual clock).
-func (s *Signal) Done() <-chan struct{} {
-	if s.latch {
-		return s.ch
-	}
-	return nil
-}
-
 // IsSet reports whether a latch is closed.
 func (s *Signal) IsSet() bool {
 	if v := s.c.v; v != nil {
