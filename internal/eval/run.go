@@ -194,6 +194,20 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 	results := make([][]CaseResult, len(suites))
 	unsent := make([]int, len(suites))
 	var mu sync.Mutex
+	// tally keeps a case's result, or counts it unsent when the
+	// cancellation cut it off before an answer.
+	tally := func(j job, r CaseResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		if ctx.Err() != nil && !r.Answered {
+			unsent[j.suite]++
+			return
+		}
+		results[j.suite] = append(results[j.suite], r)
+		if o.OnResult != nil {
+			o.OnResult(r)
+		}
+	}
 	if o.Concurrency <= 1 {
 		// One at a time, in the caller's goroutine (a virtual clock's run
 		// may start no goroutine of its own).
@@ -204,15 +218,7 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 				}
 				break
 			}
-			r := RunCase(ctx, c, j.c)
-			if ctx.Err() != nil && !r.Answered {
-				unsent[j.suite]++
-				continue
-			}
-			results[j.suite] = append(results[j.suite], r)
-			if o.OnResult != nil {
-				o.OnResult(r)
-			}
+			tally(j, RunCase(ctx, c, j.c))
 		}
 	} else {
 		next := make(chan job)
@@ -220,17 +226,7 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 		for range max(1, o.Concurrency) {
 			wg.Go(func() {
 				for j := range next {
-					r := RunCase(ctx, c, j.c)
-					mu.Lock()
-					if ctx.Err() != nil && !r.Answered {
-						unsent[j.suite]++
-					} else {
-						results[j.suite] = append(results[j.suite], r)
-						if o.OnResult != nil {
-							o.OnResult(r)
-						}
-					}
-					mu.Unlock()
+					tally(j, RunCase(ctx, c, j.c))
 				}
 			})
 		}
