@@ -31,6 +31,8 @@ const (
 	benchRoleEnv   = "HEADROOM_RECORD_BENCH_ROLE"
 	benchUpEnv     = "HEADROOM_RECORD_BENCH_UPSTREAM"
 	benchEnableEnv = "HEADROOM_BENCH_RECORD"
+	// benchProxyCPUsEnv pins the proxy process to these cores (taskset -c)
+	benchProxyCPUsEnv = "HEADROOM_BENCH_RECORD_PROXY_CPUS"
 )
 
 // Paced upstream: the first token as soon as the request is read, then one
@@ -181,6 +183,12 @@ func bareProxy(up *url.URL) http.Handler {
 // address), its stdin (close it to stop it) and the rest of its stdout.
 func child(t *testing.T, role string, env ...string) (addr string, stop func() []byte) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	if cpus := os.Getenv(benchProxyCPUsEnv); role == "proxy" && cpus != "" {
+		// the proxy on cores of its own (run the test itself under
+		// `taskset -c` on the others): what a hop adds when it does not
+		// wait for a core the client or upstream holds
+		cmd = exec.Command("taskset", "-c", cpus, os.Args[0], "-test.run=^$")
+	}
 	cmd.Env = append(append(os.Environ(), benchRoleEnv+"="+role), env...)
 	stdin, _ := cmd.StdinPipe()
 	out, _ := cmd.StdoutPipe()
