@@ -480,7 +480,12 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	g.emitDue()
 	t := s.Turns[i]
 	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
+	// the buffer goes back to the pool as soon as the server has the
+	// request (or when send returns), not when the answer ends: a step of
+	// thousands of sessions holds no prompt it has sent
+	var put sync.Once
+	release := func() { put.Do(func() { bufPool.Put(bp) }) }
+	defer release()
 	b := g.o.Prompts
 	if t.BlockSize > 0 {
 		b.BlockSize = t.BlockSize
@@ -520,7 +525,7 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	if g.o.OnSend != nil {
 		g.o.OnSend(rec)
 	}
-	res := g.o.Client.Stream(g.ctx, *bp, maxTokens, c.Real(timeout))
+	res := g.o.Client.StreamReleasing(g.ctx, *bp, maxTokens, c.Real(timeout), release)
 	l.inFlight.Add(-1)
 	if tierFlight != nil {
 		tierFlight.Add(-1)

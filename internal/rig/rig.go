@@ -422,7 +422,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	gen := load.NewGenerator(load.Options{
 		Client: client, Clock: clock, Tiers: sessions,
 		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
-		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord},
+		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord, Memo: prompt.NewMemo(prompt.MemoBytes)},
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
 		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
 		Seed: cfg.Workload.Seed, Sink: cut.add, OnSend: onSend,

@@ -175,7 +175,7 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	began := s.clock.Now()
 	l := s.life.Load()
 	buf, err := readBody(http.MaxBytesReader(w, req.Body, maxBodyBytes), req.ContentLength)
-	body, scan, fast := fastChat(buf, s.prof.BlockSize)
+	body, scan, fast := s.scans.fastChat(buf, s.prof.BlockSize)
 	if err == nil && !fast {
 		err = json.NewDecoder(bytes.NewReader(buf)).Decode(&body)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -96,6 +95,7 @@ type Cluster struct {
 	rr    atomic.Uint64
 	affMu sync.Mutex
 	aff   map[uint64]int // sampled prompt block hash -> copy that served it
+	scans *scanCache     // the router's prompt scans, resumed turn to turn
 
 	runOnce sync.Once
 	srvMu   sync.Mutex
@@ -119,6 +119,9 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 		return nil, fmt.Errorf("sim cluster: router %q: use %s, %s or %s", o.Router, RoundRobin, LeastLoaded, PrefixAffinity)
 	}
 	c := &Cluster{router: o.Router, aff: map[uint64]int{}, net: o.Net}
+	if o.Router == PrefixAffinity {
+		c.scans = newScanCache(scanCacheBytes)
+	}
 	if o.Clock == nil {
 		// One clock for every engine, so their modelled times agree.
 		clock, err := timescale.New(max(o.Scale, 0))
@@ -335,14 +338,8 @@ func (c *Cluster) pick(body []byte) int {
 	case LeastLoaded:
 		return c.leastLoaded()
 	case PrefixAffinity:
-		var req struct {
-			Messages []chatMessage `json:"messages"`
-		}
-		if json.Unmarshal(body, &req) != nil {
-			return c.leastLoaded()
-		}
-		scan, err := c.copies[0].scanMessages(req.Messages, len(body))
-		if err != nil {
+		scan := c.scanPrompt(body)
+		if scan == nil {
 			return c.leastLoaded()
 		}
 		c.affMu.Lock()
@@ -376,9 +373,31 @@ func (c *Cluster) pick(body []byte) int {
 	return 0
 }
 
+// scanPrompt scans a chat body's prompt into blocks as the copies do: the
+// fast path resumes from the router's scan of the conversation's last
+// turn; other bodies go through encoding/json. Nil for a body that is not
+// a chat request.
+func (c *Cluster) scanPrompt(body []byte) *promptScan {
+	bs := c.copies[0].prof.BlockSize
+	if _, scan, ok := c.scans.fastChat(body, bs); ok {
+		return scan
+	}
+	var req struct {
+		Messages []chatMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return nil
+	}
+	scan, err := c.copies[0].scanMessages(req.Messages, len(body))
+	if err != nil {
+		return nil
+	}
+	return scan
+}
+
 func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
 	start := c.clock.Time()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		c.gw.observe(c.clock, start, &gatewayWriter{code: http.StatusBadRequest})
@@ -386,7 +405,7 @@ func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	i := c.pick(body)
 	req := r.Clone(r.Context())
-	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.Body = bodyReader(body)
 	req.ContentLength = int64(len(body))
 	gw := &gatewayWriter{ResponseWriter: w, code: http.StatusOK, clock: c.clock}
 	c.copies[i].handler.ServeHTTP(gw, req)

@@ -236,6 +236,7 @@ type Sim struct {
 	clock   *timescale.Clock
 	handler http.Handler
 	words   []string // the answer vocabulary, each word ending in a space
+	scans   *scanCache
 
 	life   atomic.Pointer[life]       // the engine's current life; replaced after a crash
 	faults atomic.Pointer[faultState] // the faults in force
@@ -335,6 +336,7 @@ func New(opts Options) (*Sim, error) {
 		net:      opts.Net,
 		crashReq: make(chan struct{}, 1),
 		words:    answerWords(opts.Seed),
+		scans:    newScanCache(scanCacheBytes),
 	}
 	s.closeCtx, s.closeCancel = clock.WithCancel(context.Background())
 	fs, err := s.newFaultState(opts.Faults, 0)
