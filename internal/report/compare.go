@@ -246,7 +246,7 @@ func compareNotes(c Comparison) []string {
 		}
 	}
 	notes = append(notes,
-		"Sessions at the bar: the most concurrent sessions each recipe held on its mix, with the 95% interval, each printed to the same tenth of a session; ≥ means every step passed and the ceiling was not reached; nothing is extrapolated past the steps that ran.",
+		"Sessions at the bar: the most concurrent sessions each recipe held on its mix, with the 95% interval, each printed to the same tenth of a session; ≥ means no part crossed the bar at any step (every step passed, or was too close only on few turns that the steps above settled) and the ceiling was not reached; nothing is extrapolated past the steps that ran.",
 		"Target: ✓ the whole capacity interval is at or above the target, ✗ it is below, too close means the interval touches the target.",
 		"$/session-hour is the recipe's hourly price divided by the sessions it held, with the 95% interval from the capacity interval (≤ when the ceiling was not reached); $/M tokens counts cached input, uncached input and output tokens at the last step that passed.",
 		"Light-only and heavy-only come from runs (or a run's ladders) of the same recipe whose mix had no heavy (or no light) sessions: they run from the last step that passed to the first that did not; < means even the first step missed; blank means no such run was given.",

@@ -395,6 +395,8 @@ func card(b *strings.Builder, key, value, detail string) {
 // capacityWords is the capacity headline (HTML) and its interval line.
 func capacityWords(c sweep.Capacity) (string, string) {
 	switch {
+	case c.AtLeast && len(c.TooClose) > 0:
+		return fmt.Sprintf("≥ %s sessions", num1(c.Sessions)), esc(c.Note)
 	case c.AtLeast:
 		return fmt.Sprintf("≥ %s sessions", num1(c.Sessions)), "every step passed; the ceiling was not reached"
 	case c.BelowFirst:

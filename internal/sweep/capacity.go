@@ -30,6 +30,11 @@ type Capacity struct {
 	// HiOpen is true when the upper bound is the last step run, not a crossing.
 	HiOpen bool   `json:"hi_open,omitempty"`
 	Note   string `json:"note,omitempty"`
+	// TooClose lists the steps (in sessions) that read too close though no
+	// part's curve left the bar, when capacity is still ">= last step": a
+	// low step's error interval wide only because it held few turns, bounded
+	// by the confident steps above it.
+	TooClose []int `json:"too_close_steps,omitempty"`
 }
 
 // TargetVerdict says whether the recipe holds the target step, by the same
@@ -147,6 +152,14 @@ func CapacityOf(points []Point) Capacity {
 			Note: fmt.Sprintf("no step failed; %s came too close to the bar, and nothing above %g sessions was measured", closest, last)}
 	}
 	if math.IsInf(c.Sessions, 1) {
+		if close, ok := onlyTooClose(pts); ok {
+			// Every part held on every curve; the steps that did not pass
+			// were too close on evidence the steps above them settled
+			// (few turns' error intervals under the envelope): the ceiling
+			// was not reached.
+			return Capacity{Sessions: last, Lo: last, Hi: last, LimitedBy: "not reached", AtLeast: true, HiOpen: true, TooClose: close,
+				Note: fmt.Sprintf("no part crossed the bar; %s read too close on few turns, which the steps above settled; the ceiling is above %g sessions and was not measured", sessionsList(close), last)}
+		}
 		// Some step did not pass, yet no part's curve left the bar: the
 		// verdicts came from something the parts do not show. Stay at the
 		// last step that passed.
@@ -223,6 +236,35 @@ func lastPass(pts []Point) float64 {
 		lp = float64(p.Sessions)
 	}
 	return lp
+}
+
+// onlyTooClose returns the sessions of the steps that did not pass, and
+// whether every one of them was too close (none failed or lacked data).
+func onlyTooClose(pts []Point) ([]int, bool) {
+	var close []int
+	for _, p := range pts {
+		switch p.Judged.Verdict {
+		case verdict.Pass:
+		case verdict.TooClose:
+			close = append(close, p.Sessions)
+		default:
+			return nil, false
+		}
+	}
+	return close, len(close) > 0
+}
+
+// sessionsList names steps by their sessions: "the step at 4 sessions",
+// "the steps at 4 and 8 sessions".
+func sessionsList(s []int) string {
+	parts := make([]string, len(s))
+	for i, n := range s {
+		parts[i] = fmt.Sprint(n)
+	}
+	if len(s) == 1 {
+		return "the step at " + parts[0] + " sessions"
+	}
+	return "the steps at " + strings.Join(parts[:len(s)-1], ", ") + " and " + parts[len(s)-1] + " sessions"
 }
 
 // curveCrossings follows one part's centre, pessimistic and optimistic
@@ -387,6 +429,8 @@ func (c Capacity) Target(target int) TargetVerdict {
 // String is the capacity line of the summary.
 func (c Capacity) String() string {
 	switch {
+	case c.AtLeast && len(c.TooClose) > 0:
+		return fmt.Sprintf(">= %g sessions (no part crossed the bar; the ceiling was not reached; %s read too close on few turns)", c.Sessions, sessionsList(c.TooClose))
 	case c.AtLeast:
 		return fmt.Sprintf(">= %g sessions (every step passed; the ceiling was not reached)", c.Sessions)
 	case c.BelowFirst:

@@ -374,3 +374,32 @@ func TestIdealCacheIncludesTurnsInFlight(t *testing.T) {
 		t.Errorf("ideal hit rate %g, want 0.45 (90 of 200 admitted prompt tokens)", sum.IdealHitRate)
 	}
 }
+
+// TestFewTurnsAtTheFirstStepOnlyReadAtLeast: a first step too close only
+// because its error interval is wide on few turns, then every step above it
+// passing with confidence, reads ">= the last step", not "unknown" at 0
+// sessions (which made a recipe that held every step look as if it held
+// none).
+func TestFewTurnsAtTheFirstStepOnlyReadAtLeast(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	p4 := withPart(step(4, [3]float64{2.2, 1.0, 3.2}, fast), errorsAt(verdict.TooClose, 0, 0, 0.025))
+	p8 := withPart(step(8, [3]float64{1.5, 0.9, 2.5}, fast), errorsAt(verdict.Pass, 0, 0, 0.015))
+	p12 := withPart(step(12, [3]float64{1.9, 1.0, 2.9}, fast), errorsAt(verdict.Pass, 0, 0, 0.012))
+	got := CapacityOf([]Point{p4, p8, p12})
+	if got.Sessions != 12 || got.Lo != 12 || !got.AtLeast || !got.HiOpen || got.LimitedBy != "not reached" {
+		t.Errorf("capacity %s (%+v): want >= 12 sessions, not reached", got, got)
+	}
+	if !strings.Contains(got.Note, "4 sessions") || !strings.Contains(got.String(), ">= 12") {
+		t.Errorf("note %q / line %q: want the too-close step named and >= 12", got.Note, got)
+	}
+	if tv := got.Target(12).Verdict; tv != verdict.Pass {
+		t.Errorf("target 12 reads %s, want pass", tv)
+	}
+	// a too-close step that the envelope cannot lift (the steps above it
+	// are no more certain) still bounds capacity from below
+	p8b := withPart(step(8, [3]float64{1.5, 0.9, 2.5}, fast), errorsAt(verdict.TooClose, 0, 0, 0.03))
+	p12b := withPart(step(12, [3]float64{1.9, 1.0, 2.9}, fast), errorsAt(verdict.TooClose, 0, 0, 0.028))
+	if got := CapacityOf([]Point{p4, p8b, p12b}); got.AtLeast || got.Lo >= 12 {
+		t.Errorf("every step too close on errors reads %s (%+v): want the interval to reach below 12", got, got)
+	}
+}
