@@ -69,7 +69,7 @@ func (m Mapping) Coverage(fams []map[string]*dto.MetricFamily, need [][]string) 
 	got := gather(fams)
 	var out []Problem
 	for _, group := range need {
-		var probs []Problem
+		var probs, noRule []Problem
 		read := false
 		for _, name := range group {
 			p, ok := coverageOf(name, rules, got)
@@ -77,9 +77,20 @@ func (m Mapping) Coverage(fams []map[string]*dto.MetricFamily, need [][]string) 
 				read = true
 				break
 			}
+			if !slices.ContainsFunc(rules, func(r compiledRule) bool { return r.Common == name }) {
+				noRule = append(noRule, p...)
+				continue
+			}
 			probs = append(probs, p...)
 		}
-		if !read {
+		switch {
+		case read:
+		case len(probs) == 0:
+			// no alternative has a rule: say so for each
+			out = append(out, noRule...)
+		default:
+			// an alternative the mapping has no rule for stands in for
+			// nothing; what the others' rules lack is the problem
 			out = append(out, probs...)
 		}
 	}

@@ -234,3 +234,25 @@ ttft_ms_count 2
 		})
 	}
 }
+
+// TestCoverageAlternativeWithoutRule: a mapping with a rule for one
+// alternative of a group (requests_failed, as Modelplane's and the gen_ai
+// mappings have) and none for the other (requests_aborted) is covered when
+// that rule's family is there: the absent alternative is no problem, and a
+// rule whose counter has no series yet is only a note (pre-flight refused
+// such a mapping on a fresh gateway).
+func TestCoverageAlternativeWithoutRule(t *testing.T) {
+	counter := dto.MetricType_COUNTER
+	name := func(s string) *string { return &s }
+	m := Mapping{{Common: RequestsFailed, Metric: "gw_requests_failed_total", Kind: Counter}}
+	fams := []map[string]*dto.MetricFamily{{"gw_requests_failed_total": {Name: name("gw_requests_failed_total"), Type: &counter}}}
+	got := m.Coverage(fams, [][]string{{RequestsAborted, RequestsFailed}})
+	if len(got) != 1 || !got[0].Note || got[0].Common != RequestsFailed {
+		t.Errorf("problems %q: want only the note that %s has no series yet", got, RequestsFailed)
+	}
+	// neither alternative has a rule: that is still a problem, named for both
+	got = Mapping{}.Coverage(fams, [][]string{{RequestsAborted, RequestsFailed}})
+	if len(got) != 2 || got[0].Note || got[1].Note {
+		t.Errorf("problems %q: want both alternatives' missing rules, not notes", got)
+	}
+}
