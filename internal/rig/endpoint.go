@@ -62,7 +62,9 @@ func StartSim(rc config.Recipe, opts sim.Options, addr string) (string, func() e
 	}
 	var err error
 	l, _ := config.SimLayoutOf(rc)
-	if l.Copies > 1 || l.PrefillEngines > 0 {
+	// a recipe read through a gateway's names (gen_ai) is served behind the
+	// simulated gateway even with one copy: a bare engine reports none
+	if l.Copies > 1 || l.PrefillEngines > 0 || strings.EqualFold(rc.Mapping, "gen_ai") {
 		co := sim.ClusterOptions{Options: opts, Copies: l.Copies, Router: strings.ReplaceAll(rc.Router, "-", "_")}
 		if l.PrefillEngines > 0 {
 			_, prefill, err := simProfiles(rc, opts.Personality)
