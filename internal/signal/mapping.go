@@ -238,12 +238,18 @@ func (m Mapping) parse(r io.Reader, prefix string, into *Sample) error {
 
 // add maps parsed families into the sample; the Prometheus source builds the
 // same families from query results, so both sources share this code.
+// Sources that apply one mapping many times keep it compiled (ruleCache).
 func (m Mapping) add(families map[string]*dto.MetricFamily, prefix string, into *Sample) error {
 	into.init()
 	rules, err := m.compile()
 	if err != nil {
 		return err
 	}
+	return addRules(rules, families, prefix, into)
+}
+
+// addRules is add with the rules compiled; into is initialised.
+func addRules(rules []compiledRule, families map[string]*dto.MetricFamily, prefix string, into *Sample) error {
 	var errs []error
 	for _, rule := range rules {
 		mf, ok := families[rule.Metric]

@@ -77,6 +77,7 @@ type Prometheus struct {
 
 	mu      sync.Mutex
 	exposed map[string]bool // counter families seen exposed by the targets, series or not
+	rules   ruleCache       // Mapping, compiled once
 }
 
 // Exposer is the part of Prometheus' HTTP API that lists the targets
@@ -256,7 +257,7 @@ func (p *Prometheus) sample(at time.Duration, points []point, warnings, exposed 
 		return out, fmt.Errorf("no series of %s match selector %q at %v: check the selector and that Prometheus scrapes the engines", strings.Join(p.Mapping.Families(), ", "), p.Selector, at)
 	}
 	addEmpty(families, exposed)
-	if err := p.Mapping.add(families, "", &out); err != nil {
+	if err := p.rules.get(p.Mapping).apply(families, "", &out); err != nil {
 		out.Errors = append(out.Errors, err.Error())
 	}
 	return out, nil

@@ -45,6 +45,7 @@ type Scraper struct {
 	parsed map[string]map[string]parsedBlock // each target's last scrape, by family
 	watch  processWatch
 	seq    atomic.Uint64 // orders scrapes by when they were sent
+	rules  ruleCache     // Mapping, compiled once
 }
 
 // maxBody bounds how much of one /metrics response is read.
@@ -208,13 +209,7 @@ func parseText(text []byte) (map[string]*dto.MetricFamily, error) {
 
 // wanted is the set of families a scrape reads: those the mapping names
 // and the process watch's start time.
-func (s *Scraper) wanted() map[string]bool {
-	want := map[string]bool{startTimeFamily: true}
-	for _, f := range s.Mapping.Families() {
-		want[f] = true
-	}
-	return want
-}
+func (s *Scraper) wanted() map[string]bool { return s.rules.get(s.Mapping).want }
 
 // keepFamilies cuts an exposition down to the families in want before it
 // is parsed: parsing was most of a scrape's cost, and an engine exposes
@@ -359,7 +354,8 @@ func ownSample(name []byte, family string) bool {
 
 func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) error {
 	seq := s.seq.Add(1) // scrapes may overlap (the scrape loop and an idle wait)
-	families, err := s.fetchWanted(ctx, target, s.wanted())
+	rules := s.rules.get(s.Mapping)
+	families, err := s.fetchWanted(ctx, target, rules.want)
 	if err != nil {
 		return err
 	}
@@ -368,7 +364,7 @@ func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) er
 	// does not parse contributes nothing.
 	part := NewSample(into.At)
 	name := transport.URL(target) // a target's user info is never written
-	err = s.Mapping.add(families, name, &part)
+	err = rules.apply(families, name, &part)
 	if err != nil && len(part.Hist)+len(part.Counter)+len(part.Gauge) == 0 {
 		return err
 	}
