@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 )
 
 // maxBodyBytes bounds a request body; agent prompts run to a few MB.
@@ -246,6 +245,7 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		reply:     rep,
 		hashes:    scan.hashes,
 		notify:    s.clock.NewSignal(),
+		quiet:     !body.Stream, // a plain answer is written whole at the end
 	}
 	if n := rep.tokens(); n > 0 && n <= maxTokens {
 		r.maxTokens, r.finish = n, rep.finish()
@@ -376,73 +376,6 @@ func (s *Sim) appendDelta(buf []byte, r *request, i int) []byte {
 func appendJSONString(buf []byte, s string) []byte {
 	b, _ := json.Marshal(s)
 	return append(buf, b...)
-}
-
-// stream writes the answer as server-sent events, one chunk per token, writing
-// all tokens produced since its last write at once. The modelled time from
-// began (the handler's start) to the first token's chunk flushed is
-// observed as the API's TTFT.
-func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, resp *response, includeUsage bool, began time.Duration) {
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
-	_ = rc.Flush()
-
-	buf := make([]byte, 0, 8192)
-	sent := 0
-	for sent < r.maxTokens {
-		n, err := s.waitTokens(ctx, r, sent)
-		if err != nil {
-			return
-		}
-		buf = buf[:0]
-		first := sent == 0
-		if first {
-			buf = append(buf, resp.head...)
-			buf = append(buf, `"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-		}
-		for ; sent < n; sent++ {
-			buf = append(buf, resp.head...)
-			buf = s.appendDelta(buf, r, sent)
-			if sent == r.maxTokens-1 {
-				buf = append(buf, `},"logprobs":null,"finish_reason":"`...)
-				buf = append(buf, r.finish...)
-				buf = append(buf, `"}]}`+"\n\n"...)
-			} else {
-				buf = append(buf, `},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
-			}
-		}
-		if sent == r.maxTokens {
-			if includeUsage {
-				b, _ := json.Marshal(struct {
-					ID      string   `json:"id"`
-					Object  string   `json:"object"`
-					Created int64    `json:"created"`
-					Model   string   `json:"model"`
-					Choices []string `json:"choices"`
-					Usage   usage    `json:"usage"`
-				}{resp.id, "chat.completion.chunk", resp.created, resp.model, []string{}, r.usage()})
-				buf = append(buf, "data: "...)
-				buf = append(buf, b...)
-				buf = append(buf, "\n\n"...)
-			}
-			buf = append(buf, "data: [DONE]\n\n"...)
-		}
-		if _, err := w.Write(buf); err != nil {
-			s.abort(r)
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			s.abort(r)
-			return
-		}
-		if first {
-			r.life.met.apiTTFT.Observe((s.clock.Now() - began).Seconds())
-		}
-		if sent < r.maxTokens && s.flush > 0 {
-			time.Sleep(s.flush)
-		}
-	}
 }
 
 // completionCall is a tool call in a non-streamed answer.

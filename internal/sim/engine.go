@@ -21,7 +21,8 @@ type request struct {
 	reply     *reply   // what the tokens say
 	hashes    []uint64 // full prompt blocks
 	arrival   time.Duration
-	notify    *timescale.Signal // poked when produced grows
+	notify    *timescale.Signal // poked when produced grows (see engine.hand)
+	quiet     bool              // the handler needs waking only at the last token
 	life      *life             // the engine life it was submitted to
 	// kvReady says the prompt's KV arrived from a prefill engine: at first
 	// admission only the last prompt token is computed here.
@@ -31,6 +32,9 @@ type request struct {
 	produced  atomic.Int64 // tokens generated so far
 	cached    atomic.Int64 // prompt tokens served from this engine's caches at first scheduling
 	aborted   atomic.Bool  // the client went away
+	// direct is the stream the engine writes the tokens into itself, on a
+	// virtual clock; set by the handler before it first waits.
+	direct *streamWriter
 
 	external    int     // prompt tokens whose KV came from a prefill engine, at first scheduling
 	computed    int     // tokens whose KV is computed in the current residency
@@ -504,7 +508,7 @@ func (e *engine) apply(end time.Duration, fs *faultState) {
 			finished = true
 		}
 		r.produced.Store(int64(r.generated))
-		r.notify.Poke()
+		e.hand(r)
 	}
 	m.generationTokens.Add(float64(generated))
 	if finished {

@@ -256,6 +256,9 @@ type Sim struct {
 	// beforeSubmit, when set (a decode engine of a prefill/decode split),
 	// runs between a chat request's checks and its submission to the engine.
 	beforeSubmit func(ctx context.Context, r *request) error
+	// handlerWrites makes a stream's handler write every token even on a
+	// virtual clock, as it does on a wall clock (tests compare the two).
+	handlerWrites bool
 
 	closeCtx    context.Context
 	closeCancel context.CancelFunc
