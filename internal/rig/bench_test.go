@@ -105,6 +105,7 @@ func fleetStep(b *testing.B, sessions, copies int) config.Run {
 	cfg := config.Default()
 	cfg.TimeScale = config.Virtual
 	cfg.Recipe.Copies = copies
+	cfg.Recipe.Nodes = copies * cfg.Recipe.Nodes // each copy is the default 16-GPU engine, and is paid for
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{sessions}, sessions, 0
 	// Every session primes its conversation first: 156 sessions a copy,
 	// each prompt prefilled from nothing, take most of half an hour of

@@ -125,6 +125,9 @@ func simProfiles(rc config.Recipe, personality string) (sim.Profile, *sim.Profil
 	}
 	p.Model = rc.Model
 	l, _ := config.SimLayoutOf(rc)
+	if err := pricedAsUsed(rc, l, sizing); err != nil {
+		return sim.Profile{}, nil, err
+	}
 	top := sim.Topology{Copies: l.Copies, GPUsPerCopy: l.GPUsPerCopy, PrefillEngines: l.PrefillEngines, PrefillGPUs: l.PrefillGPUs,
 		HostCacheBytesPerGPU: l.HostCacheBytesPerGPU, HostBytesPerSecondPerGPU: l.HostBytesPerSecondPerGPU}
 	serve, prefill, err := top.Profiles(p, sizing, personality)
@@ -132,4 +135,30 @@ func simProfiles(rc config.Recipe, personality string) (sim.Profile, *sim.Profil
 		return sim.Profile{}, nil, fmt.Errorf("recipe.sim: %w", err)
 	}
 	return serve, prefill, nil
+}
+
+// pricedAsUsed checks that engines run as their profile is written (no
+// recipe.sim.gpus_per_copy) use the GPUs the recipe is priced on: two copies
+// of a 16-GPU engine on a recipe that pays for 16 GPUs would hold twice the
+// sessions for the price of one, and every cost figure would be half what it
+// is. A profile that says nothing of its GPUs is not checked.
+func pricedAsUsed(rc config.Recipe, l config.SimLayout, sizing *sim.Sizing) error {
+	paid := rc.Nodes * rc.GPUsPerNode
+	if sizing == nil || sizing.GPUs <= 0 || paid <= 0 || l.GPUsPerCopy > 0 {
+		return nil
+	}
+	prefill := l.PrefillGPUs
+	if prefill == 0 {
+		prefill = sizing.GPUs
+	}
+	used := l.Copies*sizing.GPUs + l.PrefillEngines*prefill
+	if used == paid {
+		return nil
+	}
+	what := fmt.Sprintf("%d cop%s of the profile's %d-GPU engine", l.Copies, map[bool]string{true: "ies", false: "y"}[l.Copies > 1], sizing.GPUs)
+	if l.PrefillEngines > 0 {
+		what += fmt.Sprintf(" and a %d-GPU prefill engine", prefill)
+	}
+	return fmt.Errorf("recipe: %s use %d GPUs, but the recipe is priced on nodes x gpus_per_node = %d x %d = %d: set recipe.nodes to what the engines use, or recipe.sim.gpus_per_copy to share the %d GPUs between the copies",
+		what, used, rc.Nodes, rc.GPUsPerNode, paid, paid)
 }
