@@ -58,19 +58,19 @@ constraints: {max_usd_per_hour: 40}
 axes:
   - path: recipe.sim.host_cache
     values: [null, {tib_per_node: 0.4}]
-  - path: recipe.nodes
+  - path: recipe.usd_per_gpu_hour
     values: [2, 3]
 `,
 			candidates: 4,
 			check: func(t *testing.T, cs []Candidate) {
-				if cs[0].Skip != "" || cs[0].Config.Recipe.Sim.HostCache != nil || cs[0].Label != "host_cache=none nodes=2" {
+				if cs[0].Skip != "" || cs[0].Config.Recipe.Sim.HostCache != nil || cs[0].Label != "host_cache=none usd_per_gpu_hour=2" {
 					t.Errorf("candidate 1 (%s): skip %q, host cache %+v; want it run with none", cs[0].Label, cs[0].Skip, cs[0].Config.Recipe.Sim.HostCache)
 				}
 				if h := cs[2].Config.Recipe.Sim.HostCache; h == nil || h.TiBPerNode != 0.4 {
 					t.Errorf("candidate 3's host cache %+v, want 0.4 TiB per node", h)
 				}
 				if !strings.Contains(cs[1].Skip, "$48.00 an hour is over constraints.max_usd_per_hour ($40.00)") {
-					t.Errorf("candidate 2 (3 nodes): skip %q", cs[1].Skip)
+					t.Errorf("candidate 2 ($3 a GPU-hour): skip %q", cs[1].Skip)
 				}
 			},
 		},
