@@ -145,6 +145,35 @@ func lastWindowP90s(samples []signal.Sample, window time.Duration) (ttft, inter 
 	return ttft, inter
 }
 
+// lastWindowErrorShare is the running error share the live metrics show:
+// of the requests the server ended in the last whole window, those that
+// ended in an error status, an abort or a failure (the judge divides by
+// planned turns instead, which counts unsent and unreached turns too, and
+// reads the whole step). NaN when no request ended in it or the server
+// reports no outcome counters.
+func lastWindowErrorShare(samples []signal.Sample, window time.Duration) float64 {
+	if len(samples) < 2 {
+		return math.NaN()
+	}
+	end := samples[len(samples)-1].At
+	ws := signal.Windows(samples, max(0, end-window), end, window)
+	if len(ws) == 0 {
+		return math.NaN()
+	}
+	w := ws[len(ws)-1]
+	errs, seen := 0.0, false
+	for _, c := range []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAborted, signal.RequestsFailed} {
+		if v, ok := w.Counter[c]; ok {
+			errs, seen = errs+v, true
+		}
+	}
+	okN, hasOK := w.Counter[signal.RequestsOK]
+	if !seen || !hasOK || errs+okN <= 0 {
+		return math.NaN()
+	}
+	return errs / (errs + okN)
+}
+
 // nanIfZero marks an unknown running value (0) as missing for telemetry.
 func nanIfZero(v float64) float64 {
 	if v == 0 {

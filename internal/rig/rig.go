@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"sync"
 	"time"
@@ -442,7 +441,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 					recent = recent[len(recent)-64:]
 				}
 				ttft, inter := lastWindowP90s(recent, seconds(cfg.Sweep.WindowS))
-				tel.ObserveRunning(nanIfZero(ttft), nanIfZero(inter), math.NaN())
+				tel.ObserveRunning(nanIfZero(ttft), nanIfZero(inter), lastWindowErrorShare(recent, seconds(cfg.Sweep.WindowS)))
 			}
 		},
 		OnStepStart: func(i, n int) { tel.SetStep(i, n) },

@@ -92,7 +92,7 @@ func New(recipe, version string) *Telemetry {
 		interP90: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_interactivity_p90_tokens_per_second",
 			Help: "Running P90 interactivity (tokens/s per user that 90% of streams beat) of the current step; NaN before data."}),
 		errorRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_error_rate",
-			Help: "Running error rate of the current step (errors / requests planned); NaN before data."}),
+			Help: "Running error share of the current step: of the requests the server ended in the last window, those with an error status, abort or failure (the verdict divides the whole step's errors by planned turns); NaN before data or when the server reports no outcome counters."}),
 		barTTFT: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_bar_ttft_p90_seconds",
 			Help: "The bar: a step passes when its P90 time to first token is at most this (compare headroom_ttft_p90_seconds); NaN until set."}),
 		barInter: prometheus.NewGauge(prometheus.GaugeOpts{Name: "headroom_bar_interactivity_p90_tokens_per_second",
