@@ -165,44 +165,27 @@ func RunStudy(ctx context.Context, o StudyOptions) (Study, error) {
 		workers = 2
 	}
 	out := make([]Sweep, len(jobs))
-	next := make(chan job)
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				t := time.Now()
-				w := j.w
-				sum, err := rig.Run(ctx, rig.Options{Config: j.cfg})
-				w.Summary, w.WallS = sum, time.Since(t).Seconds()
-				if err != nil {
-					w.Err = err.Error()
-				}
-				if sum.RunDir != "" {
-					w.KVPeak, w.StepKV = kvUse(sum.RunDir, sum)
-				}
-				out[j.i] = w
-				if o.Progress != nil {
-					mu.Lock()
-					fmt.Fprintf(o.Progress, "recipe %d %-5s %-48s %5.1f s\n", w.Recipe, w.Mix, capacityWords(w), w.WallS)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for _, j := range jobs {
-		select {
-		case next <- j:
-		case <-ctx.Done():
+	var mu sync.Mutex // guards o.Progress
+	_ = rig.Parallel(ctx, len(jobs), workers, func(ctx context.Context, i int) error {
+		j := jobs[i]
+		t := time.Now()
+		w := j.w
+		sum, err := rig.Run(ctx, rig.Options{Config: j.cfg})
+		w.Summary, w.WallS = sum, time.Since(t).Seconds()
+		if err != nil {
+			w.Err = err.Error()
 		}
-		if ctx.Err() != nil {
-			break
+		if sum.RunDir != "" {
+			w.KVPeak, w.StepKV = kvUse(sum.RunDir, sum)
 		}
-	}
-	close(next)
-	wg.Wait()
+		out[j.i] = w
+		if o.Progress != nil {
+			mu.Lock()
+			fmt.Fprintf(o.Progress, "recipe %d %-5s %-48s %5.1f s\n", w.Recipe, w.Mix, capacityWords(w), w.WallS)
+			mu.Unlock()
+		}
+		return nil // a failed sweep is a row of the table, not the end of the study
+	})
 	if err := ctx.Err(); err != nil {
 		return Study{}, err
 	}

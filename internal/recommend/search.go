@@ -77,38 +77,34 @@ func Simulate(ctx context.Context, cands []Candidate, o Options) []Outcome {
 		fmt.Fprintf(progress, format+"\n", args...)
 		mu.Unlock()
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				c := cands[i]
-				out := Outcome{Candidate: c}
-				if err := ctx.Err(); err != nil {
-					out.Err = fmt.Errorf("not simulated: %w", err)
-					outs[i] = out
-					continue
-				}
-				t := time.Now()
-				out.Summary, out.Err = runOne(ctx, c.Config)
-				out.WallS = time.Since(t).Seconds()
-				outs[i] = out
-				say("candidate %d of %d (%s): %s [%.1f s]", c.Index, n, c.Label, brief(out), out.WallS)
-			}
-		}()
-	}
-	for i, c := range cands {
-		if c.Skip != "" {
-			outs[i] = Outcome{Candidate: c}
+	started := make([]bool, n)
+	_ = rig.Parallel(ctx, n, workers, func(ctx context.Context, i int) error {
+		started[i] = true
+		c := cands[i]
+		out := Outcome{Candidate: c}
+		switch {
+		case c.Skip != "":
 			say("candidate %d of %d (%s): skipped: %s", c.Index, n, c.Label, c.Skip)
-			continue
+		case ctx.Err() != nil:
+			out.Err = fmt.Errorf("not simulated: %w", ctx.Err())
+		default:
+			t := time.Now()
+			out.Summary, out.Err = runOne(ctx, c.Config)
+			out.WallS = time.Since(t).Seconds()
+			say("candidate %d of %d (%s): %s [%.1f s]", c.Index, n, c.Label, brief(out), out.WallS)
 		}
-		jobs <- i
+		outs[i] = out
+		return nil // a candidate that failed is ranked as such, not the end of the search
+	})
+	for i, c := range cands {
+		switch {
+		case started[i]:
+		case c.Skip != "":
+			outs[i] = Outcome{Candidate: c}
+		default: // ctx ended before it started
+			outs[i] = Outcome{Candidate: c, Err: fmt.Errorf("not simulated: %w", context.Cause(ctx))}
+		}
 	}
-	close(jobs)
-	wg.Wait()
 	return outs
 }
 

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
@@ -39,40 +38,6 @@ func Virtual(dir string) RunFunc {
 		// off by the kill switch) still measured a capacity
 		return sum, nil
 	}
-}
-
-// each runs f(i) for i in [0, n) on workers goroutines, stopping at the
-// first error.
-func each(ctx context.Context, n, workers int, f func(ctx context.Context, i int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	for range max(1, workers) {
-		wg.Go(func() {
-			for i := range next {
-				if err := f(ctx, i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-						cancel()
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-		}
-	}
-	close(next)
-	wg.Wait()
-	return first
 }
 
 // Coverage is how often the capacity intervals of ordinary runs, each with
@@ -109,7 +74,7 @@ func (c Coverage) Rate() float64 {
 func MeasureCoverage(ctx context.Context, base config.Run, n, longer, workers int, run RunFunc, progress io.Writer) (Coverage, error) {
 	start := time.Now()
 	cov := Coverage{Recipe: base.Recipe.Name, Longer: longer, Runs: make([]sweep.Capacity, n), Seeds: make([]uint64, n)}
-	err := each(ctx, n, workers, func(ctx context.Context, i int) error {
+	err := rig.Parallel(ctx, n, workers, func(ctx context.Context, i int) error {
 		cfg := base
 		seed := uint64(1000 + i)
 		cfg.Workload.Seed, cfg.Sweep.Seed = seed, seed
@@ -218,7 +183,7 @@ func (s Sweeps) Saved() float64 {
 // and in adaptive mode over the same range at the same resolution.
 func CompareSweeps(ctx context.Context, bases []config.Run, workers int, run RunFunc, progress io.Writer) ([]Sweeps, error) {
 	out := make([]Sweeps, len(bases))
-	err := each(ctx, 2*len(bases), workers, func(ctx context.Context, k int) error {
+	err := rig.Parallel(ctx, 2*len(bases), workers, func(ctx context.Context, k int) error {
 		i, adaptive := k/2, k%2 == 1
 		cfg := bases[i]
 		first, last := cfg.Sweep.Ladder[0], cfg.Sweep.Ladder[len(cfg.Sweep.Ladder)-1]
