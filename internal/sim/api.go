@@ -247,6 +247,12 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		notify:    s.clock.NewSignal(),
 		quiet:     !body.Stream, // a plain answer is written whole at the end
 	}
+	if scan.prev != nil {
+		r.seed = scan.prev.req.Load()
+	}
+	if scan.entry != nil {
+		scan.entry.req.Store(r)
+	}
 	if n := rep.tokens(); n > 0 && n <= maxTokens {
 		r.maxTokens, r.finish = n, rep.finish()
 	}

@@ -32,6 +32,9 @@ type request struct {
 	produced  atomic.Int64 // tokens generated so far
 	cached    atomic.Int64 // prompt tokens served from this engine's caches at first scheduling
 	aborted   atomic.Bool  // the client went away
+	// seed is the earlier turn's request, whose KV blocks are where the
+	// prefix lookup looks first (set before submit; the engine drops it).
+	seed *request
 	// direct is the stream the engine writes the tokens into itself, on a
 	// virtual clock; set by the handler before it first waits.
 	direct *streamWriter
@@ -41,7 +44,7 @@ type request struct {
 	generated   int     // tokens sampled
 	registered  int     // prompt blocks of this residency already offered to the cache
 	blocks      []int32 // KV blocks held, in token order
-	chain       []int32 // cached prompt blocks found by the last prefix lookup while waiting
+	chain       []int32 // cached prompt blocks found by the last prefix lookup while waiting; once done, the prompt blocks it held
 	scheduled   bool    // scheduled at least once
 	done        bool
 	preemptions int // times preempted (SGLang: retracted)
@@ -276,8 +279,18 @@ func (e *engine) free(r *request) {
 // prefixHits is how many leading prompt blocks of r (at most max) are in the
 // prefix cache, with the blocks in r.chain. A request that waits for KV is
 // looked up every iteration, so the chain found last time is checked by
-// reading the pool's arrays before the hash map is asked for more.
+// reading the pool's arrays before the hash map is asked for more; a new
+// turn starts from the blocks its conversation's earlier turn held, which
+// mostly hold its prompt's start still. A block whose array entries hold the
+// hash is the one the map holds for it (register and alloc keep them so),
+// so the chain is the map's whatever the guess.
 func (e *engine) prefixHits(r *request, max int) int {
+	if s := r.seed; s != nil {
+		r.seed = nil
+		if len(r.chain) == 0 && s.life == r.life && s.done {
+			r.chain = append(r.chain, s.chain...)
+		}
+	}
 	valid := 0
 	for valid < len(r.chain) && valid < max {
 		b := r.chain[valid]
@@ -520,7 +533,9 @@ func (e *engine) apply(end time.Duration, fs *faultState) {
 func (e *engine) finish(r *request) {
 	m := e.met
 	r.done = true
+	held := r.registered
 	e.free(r)
+	r.chain, r.blocks = r.blocks[:held], nil // a later turn's first guess (prefixHits)
 	e.l.inflight.Add(-1)
 	decode := r.lastAt - r.firstAt
 	switch r.finish {

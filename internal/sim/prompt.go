@@ -35,6 +35,10 @@ type promptScan struct {
 	track bool
 	msg   int
 	cps   []checkpoint
+
+	// prev is the cached scan of the earlier turn this one resumed from,
+	// and entry the one caching this scan (nil without a scan cache).
+	prev, entry *scanEntry
 }
 
 // checkpoint is where in a body a block ended: off is just past the

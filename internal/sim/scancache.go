@@ -5,6 +5,7 @@ import (
 	"container/list"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // An agent's next turn sends its whole conversation again, a little longer:
@@ -55,6 +56,10 @@ type scanEntry struct {
 	size      int
 	used      uint64 // when it was cached or last resumed from, in puts and hits
 	el        *list.Element
+	// req is the request made from this body, stored once it is built: the
+	// next turn's request looks up its prefix along the KV blocks this one
+	// held (see engine.prefixHits).
+	req atomic.Pointer[request]
 }
 
 func newScanCache(budget int) *scanCache {
@@ -107,9 +112,11 @@ func (c *scanCache) fastChat(buf []byte, blockSize int) (chatRequest, *promptSca
 	if e != nil && shared >= len(e.body)-keyBytes {
 		old = e
 	}
-	c.put(&scanEntry{key: key, blockSize: blockSize, body: buf, at: at, ends: ends, roles: roles, hashes: scan.hashes, cps: scan.cps,
-		size: len(buf) + 8*cap(scan.hashes) + 12*cap(scan.cps) + 16*len(at)}, old)
+	entry := &scanEntry{key: key, blockSize: blockSize, body: buf, at: at, ends: ends, roles: roles, hashes: scan.hashes, cps: scan.cps,
+		size: len(buf) + 8*cap(scan.hashes) + 12*cap(scan.cps) + 16*len(at)}
+	c.put(entry, old)
 	scan.track, scan.cps = false, nil
+	scan.prev, scan.entry = e, entry
 	return body, scan, true
 }
 
