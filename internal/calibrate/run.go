@@ -5,11 +5,9 @@
 package calibrate
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"sort"
@@ -92,35 +90,12 @@ func Load(path string) (Run, error) {
 	return r, nil
 }
 
-// readLines calls f on each line of path. A torn last line (a killed run)
-// is skipped with a warning; a bad line before it is an error naming it.
+// readLines calls f on each line of path (report.ReadJSONL) and warns of
+// a missing file or a torn last line.
 func readLines(path string, warnings *[]string, f func([]byte) error) error {
-	fh, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 		*warnings = append(*warnings, path+" is missing")
 		return nil
 	}
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	br := bufio.NewReaderSize(fh, 1<<20)
-	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
-		if err == io.EOF {
-			if len(b) > 0 {
-				*warnings = append(*warnings, fmt.Sprintf("%s:%d: torn last line skipped", path, line))
-			}
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if len(b) <= 1 {
-			continue
-		}
-		if err := f(b); err != nil {
-			return fmt.Errorf("%s:%d: %v", path, line, err)
-		}
-	}
+	return report.ReadJSONL(path, func(w string) { *warnings = append(*warnings, w) }, f)
 }

@@ -3,9 +3,13 @@
 package report
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -193,4 +197,47 @@ func (j *JSONL) Close() error {
 		err = cerr
 	}
 	return err
+}
+
+// ReadJSONL calls f on each whole line of path; a missing file reads as
+// empty. A last line with no newline is torn (the run was killed while
+// writing it): it is skipped and warn is told. Any other line f refuses is
+// an error naming its line.
+func ReadJSONL(path string, warn func(string), f func([]byte) error) error {
+	fh, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer fh.Close()
+	br := bufio.NewReaderSize(fh, 1<<20)
+	for line := 1; ; line++ {
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// a line longer than the buffer: gather it whole
+			long := append([]byte(nil), b...)
+			for err == bufio.ErrBufferFull {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
+		if err == io.EOF {
+			if len(b) > 0 {
+				warn(fmt.Sprintf("%s: skipped a torn last line (%d bytes): the run was killed while writing it", filepath.Base(path), len(b)))
+			}
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", path, err)
+		}
+		if b = bytes.TrimSpace(b); len(b) == 0 {
+			continue
+		}
+		if err := f(b); err != nil {
+			return fmt.Errorf("%s:%d: %v (the line is broken before the end of the file: remove it, or re-run the steps it belongs to)", path, line, err)
+		}
+	}
 }

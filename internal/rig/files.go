@@ -1,13 +1,9 @@
 package rig
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 
 	"github.com/headroom-bench/headroom/internal/config"
@@ -140,7 +136,7 @@ func ReadRun(d *report.Dir) (Saved, error) {
 		return s, err
 	}
 	warn := func(w string) { s.Warnings = append(s.Warnings, w) }
-	if err := readJSONL(d.File("steps.jsonl"), warn, func(b []byte) error {
+	if err := report.ReadJSONL(d.File("steps.jsonl"), warn, func(b []byte) error {
 		var st sweep.StepResult
 		err := json.Unmarshal(b, &st)
 		s.Steps = append(s.Steps, st)
@@ -148,7 +144,7 @@ func ReadRun(d *report.Dir) (Saved, error) {
 	}); err != nil {
 		return s, err
 	}
-	if err := readJSONL(d.File("metrics.jsonl"), warn, func(b []byte) error {
+	if err := report.ReadJSONL(d.File("metrics.jsonl"), warn, func(b []byte) error {
 		var sm signal.Sample
 		err := json.Unmarshal(b, &sm)
 		s.Samples = append(s.Samples, sm)
@@ -156,7 +152,7 @@ func ReadRun(d *report.Dir) (Saved, error) {
 	}); err != nil {
 		return s, err
 	}
-	if err := readJSONL(d.File("records.jsonl"), warn, func(b []byte) error {
+	if err := report.ReadJSONL(d.File("records.jsonl"), warn, func(b []byte) error {
 		var r savedRecord
 		if err := json.Unmarshal(b, &r); err != nil {
 			return err
@@ -172,47 +168,4 @@ func ReadRun(d *report.Dir) (Saved, error) {
 		return s, err
 	}
 	return s, nil
-}
-
-// readJSONL calls f on each whole line of path; a missing file reads as
-// empty. A last line with no newline is torn (the run was killed while
-// writing it): it is skipped and warn is told. Any other line f refuses is
-// an error naming its line.
-func readJSONL(path string, warn func(string), f func([]byte) error) error {
-	fh, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer fh.Close()
-	br := bufio.NewReaderSize(fh, 1<<20)
-	for line := 1; ; line++ {
-		b, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			// a line longer than the buffer: gather it whole
-			long := append([]byte(nil), b...)
-			for err == bufio.ErrBufferFull {
-				b, err = br.ReadSlice('\n')
-				long = append(long, b...)
-			}
-			b = long
-		}
-		if err == io.EOF {
-			if len(b) > 0 {
-				warn(fmt.Sprintf("%s: skipped a torn last line (%d bytes): the run was killed while writing it", filepath.Base(path), len(b)))
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
-		if b = bytes.TrimSpace(b); len(b) == 0 {
-			continue
-		}
-		if err := f(b); err != nil {
-			return fmt.Errorf("%s:%d: %v (the line is broken before the end of the file: remove it, or re-run the steps it belongs to)", path, line, err)
-		}
-	}
 }
