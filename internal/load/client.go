@@ -31,6 +31,7 @@ type Client struct {
 	http    *http.Client
 	bufs    sync.Pool // request bodies
 	readers sync.Pool // *bufio.Reader over response bodies
+	prompts sync.Pool // *[]byte: the text of a Prompt whose reader had no room for it
 	clock   *timescale.Clock
 }
 
@@ -66,9 +67,16 @@ func NewClientConn(base, model string, conn transport.Conn) *Client {
 		model:   model,
 		http:    &http.Client{Transport: conn.Wrap(tr)},
 		bufs:    sync.Pool{New: func() any { return new(bytes.Buffer) }},
-		readers: sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32*1024) }},
+		readers: sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readerSize) }},
+		prompts: sync.Pool{New: func() any { return new([]byte) }},
 	}
 }
+
+// readerSize is the buffer a response's stream is read through: many token
+// chunks (a few hundred bytes each), and a longer line is read in pieces
+// (readSSEAt). Every request in flight holds one, so it is kept small: a
+// fleet has thousands of requests waiting for their first token.
+const readerSize = 4 << 10
 
 // Close releases idle connections.
 func (c *Client) Close() { c.http.CloseIdleConnections() }
@@ -122,7 +130,26 @@ func (c *Client) StreamReleasing(ctx context.Context, prompt []byte, maxTokens i
 		body.rel = &releaser{f: release}
 		body.rel.n.Store(2) // this body, and the round trip
 	}
+	return c.stream(ctx, body, deadline)
+}
 
+// StreamPrompt is Stream for a prompt that is written as the request body
+// is read, not before: a caller with many requests waiting to be read
+// (the lanes of a fleet that all send at one modelled instant, each
+// handler reading its body in turn) holds no prompt text for them. The
+// body is written straight into a reader's buffer that has room for it
+// (an in-memory server's), else into a buffer of the client's that goes
+// back once it is read. p's bytes must stand in a JSON string as they
+// are (prompt.Text's do); they are not checked.
+func (c *Client) StreamPrompt(ctx context.Context, p Prompt, maxTokens int, deadline time.Duration) (res Result) {
+	buf := c.bufs.Get().(*bytes.Buffer)
+	defer c.bufs.Put(buf)
+	buf.Reset()
+	return c.stream(ctx, c.promptBody(buf, p, maxTokens), deadline)
+}
+
+// stream sends body and reads the answer's stream.
+func (c *Client) stream(ctx context.Context, body *chatBody, deadline time.Duration) (res Result) {
 	var rctx context.Context
 	var cancel context.CancelFunc
 	if c.clock != nil {
@@ -209,24 +236,36 @@ func (c *Client) requestBody(buf *bytes.Buffer, prompt []byte, maxTokens int) *c
 		c.body(buf, prompt, maxTokens)
 		return &chatBody{parts: [3][]byte{buf.Bytes()}}
 	}
+	head, tail := c.around(buf, maxTokens)
+	return &chatBody{parts: [3][]byte{head, prompt, tail}}
+}
+
+// around writes the JSON before and after a plain prompt to buf.
+func (c *Client) around(buf *bytes.Buffer, maxTokens int) (head, tail []byte) {
 	buf.WriteString(`{"model":"`)
 	buf.WriteString(c.model)
 	buf.WriteString(`","messages":[{"role":"user","content":"`)
-	head := buf.Len()
+	n := buf.Len()
 	buf.WriteString(`"}],"max_tokens":`)
 	buf.WriteString(strconv.Itoa(maxTokens))
 	buf.WriteString(`,"stream":true,"stream_options":{"include_usage":true}}`)
 	b := buf.Bytes()
-	return &chatBody{parts: [3][]byte{b[:head:head], prompt, b[head:]}}
+	return b[:n:n], b[n:]
 }
 
-// chatBody reads its parts one after another.
+// chatBody reads its parts one after another. A body made by promptBody
+// has no parts[1] until it is read: src writes it then (promptbody.go).
 type chatBody struct {
 	parts  [3][]byte
 	i      int // the part being read
 	off    int // read so far of parts[i]
 	rel    *releaser
 	closed atomic.Bool // the transport may close a body more than once, from its own goroutine
+
+	src  Prompt     // the prompt to write as parts[1]; nil when parts[1] is the text
+	plen int        // src's length
+	mat  *[]byte    // src's text in a buffer of pool's, while parts[1] reads it
+	pool *sync.Pool // of *[]byte
 }
 
 // releaser calls f when n, the bodies open and the round trip in flight,
@@ -257,6 +296,9 @@ func (b *chatBody) Len() int {
 	for _, p := range b.parts[b.i:] {
 		n += len(p)
 	}
+	if b.unwritten() {
+		n += b.plen
+	}
 	return n
 }
 
@@ -265,18 +307,38 @@ func (b *chatBody) again() *chatBody {
 	if b.rel != nil {
 		b.rel.n.Add(1)
 	}
-	return &chatBody{parts: b.parts, rel: b.rel}
+	a := &chatBody{parts: b.parts, rel: b.rel, src: b.src, plen: b.plen, pool: b.pool}
+	if b.src != nil {
+		a.parts[1] = nil // written again when read: b's may go back to the pool
+	}
+	return a
 }
 
 func (b *chatBody) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) && b.i < len(b.parts) {
+		if b.i == 1 && b.unwritten() {
+			if len(p)-n >= b.plen {
+				if err := b.writePrompt(p[n : n+b.plen]); err != nil {
+					return n, err
+				}
+				n += b.plen
+				b.i, b.off = 2, 0
+				continue
+			}
+			if err := b.materialize(); err != nil {
+				return n, err
+			}
+		}
 		k := copy(p[n:], b.parts[b.i][b.off:])
 		n += k
 		b.off += k
 		if b.off == len(b.parts[b.i]) {
 			b.i, b.off = b.i+1, 0
 		}
+	}
+	if b.i == len(b.parts) {
+		b.unmaterialize()
 	}
 	if n == 0 && len(p) > 0 {
 		return 0, io.EOF
@@ -286,6 +348,12 @@ func (b *chatBody) Read(p []byte) (int, error) {
 
 // WriteTo writes what is left in at most three writes.
 func (b *chatBody) WriteTo(w io.Writer) (int64, error) {
+	if b.unwritten() {
+		if err := b.materialize(); err != nil {
+			return 0, err
+		}
+	}
+	defer b.unmaterialize()
 	var total int64
 	for ; b.i < len(b.parts); b.i, b.off = b.i+1, 0 {
 		if rest := b.parts[b.i][b.off:]; len(rest) > 0 {

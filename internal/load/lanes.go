@@ -135,36 +135,55 @@ type lane struct {
 	inFlight atomic.Int64
 	peak     atomic.Int64 // the most requests this lane ever had in flight at once
 
-	// seen holds the prefix chains of every prompt this lane sent in its
-	// current play, to tell how much of a prompt an ideal cache would hold.
-	seenMu     sync.Mutex
-	seenMarker uint64
-	seen       map[uint64]struct{}
+	// sent holds the hash ids of the prompts this lane sent in its
+	// current play (sentMarker) that no later one of them starts with, to
+	// tell how much of a prompt an ideal cache would hold. They are the
+	// trace's own slices, never changed.
+	sentMu     sync.Mutex
+	sentMarker uint64
+	sent       [][]int64
 }
 
 // idealCached returns how many of a prompt's tokens an ideal prefix cache
-// would hold: the longest run of leading hash blocks that an earlier prompt of
-// the same play already sent (plays never share cache). It then remembers
-// this prompt's blocks.
+// would hold: the longest run of leading hash blocks that an earlier prompt
+// of the same play already sent (plays never share cache). It then remembers
+// this prompt's blocks. An earlier prompt that this one starts with is
+// forgotten: whatever shares blocks with it shares as many with this one.
 func (l *lane) idealCached(marker uint64, ids []int64, blockSize, tokens int) int {
-	l.seenMu.Lock()
-	defer l.seenMu.Unlock()
-	if l.seen == nil || l.seenMarker != marker {
-		l.seen, l.seenMarker = map[uint64]struct{}{}, marker
+	l.sentMu.Lock()
+	defer l.sentMu.Unlock()
+	if l.sentMarker != marker {
+		clear(l.sent)
+		l.sent, l.sentMarker = l.sent[:0], marker
 	}
-	chain := uint64(14695981039346656037)
-	hit, matching := 0, true
-	for i, id := range ids {
-		chain = (chain ^ uint64(id)) * 1099511628211
-		chain ^= chain >> 29
-		if _, ok := l.seen[chain]; ok && matching {
-			hit = i + 1
-		} else {
-			matching = false
-			l.seen[chain] = struct{}{}
+	hit, covered := 0, len(ids) == 0
+	keep := l.sent[:0]
+	for _, p := range l.sent {
+		k := commonPrefix(p, ids)
+		hit = max(hit, k)
+		covered = covered || k == len(ids)
+		if k < len(p) || k == len(ids) {
+			keep = append(keep, p) // ids does not start with p and more: keep it
 		}
 	}
+	clear(l.sent[len(keep):])
+	l.sent = keep
+	if !covered {
+		l.sent = append(l.sent, ids)
+	}
 	return min(hit*blockSize, tokens)
+}
+
+// commonPrefix is the number of leading elements a and b share.
+func commonPrefix(a, b []int64) int {
+	n := min(len(a), len(b))
+	a, b = a[:n], b[:n]
+	for i := range a {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // NewGenerator returns a generator with no lanes running.
@@ -479,18 +498,30 @@ var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase string, attempt int) (Record, time.Duration) {
 	g.emitDue()
 	t := s.Turns[i]
-	bp := bufPool.Get().(*[]byte)
-	// the buffer goes back to the pool as soon as the server has the
-	// request (or when send returns), not when the answer ends: a step of
-	// thousands of sessions holds no prompt it has sent
-	var put sync.Once
-	release := func() { put.Do(func() { bufPool.Put(bp) }) }
-	defer release()
 	b := g.o.Prompts
 	if t.BlockSize > 0 {
 		b.BlockSize = t.BlockSize
 	}
-	*bp = b.Append((*bp)[:0], s.ID, marker, t.HashIDs, t.In)
+	c := g.o.Clock
+	// On a virtual clock the prompt is written as the server reads the
+	// request (no modelled time passes meanwhile), so a lane waiting for
+	// its handler holds none: a fleet's lanes all send at one instant.
+	// On the wall clock it is written before the send is stamped, into a
+	// buffer that goes back to the pool as soon as the server has the
+	// request (or when send returns), not when the answer ends: a step of
+	// thousands of sessions holds no prompt it has sent.
+	var text *prompt.Text
+	var bp *[]byte
+	var release func()
+	if c.Virtual() {
+		text = b.Text(s.ID, marker, t.HashIDs, t.In)
+	} else {
+		bp = bufPool.Get().(*[]byte)
+		var put sync.Once
+		release = func() { put.Do(func() { bufPool.Put(bp) }) }
+		defer release()
+		*bp = b.Append((*bp)[:0], s.ID, marker, t.HashIDs, t.In)
+	}
 	ideal := l.idealCached(marker, t.HashIDs, b.BlockSize, t.In)
 	maxTokens := max(t.Out, 1)
 	timeout := g.o.Timeout
@@ -506,7 +537,6 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 			timeout = g.o.PrimeTimeout
 		}
 	}
-	c := g.o.Clock
 	tierFlight := g.tierFlight[l.tier]
 	g.inFlight.Add(1)
 	if tierFlight != nil {
@@ -525,7 +555,12 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	if g.o.OnSend != nil {
 		g.o.OnSend(rec)
 	}
-	res := g.o.Client.StreamReleasing(g.ctx, *bp, maxTokens, c.Real(timeout), release)
+	var res Result
+	if text != nil {
+		res = g.o.Client.StreamPrompt(g.ctx, text, maxTokens, c.Real(timeout))
+	} else {
+		res = g.o.Client.StreamReleasing(g.ctx, *bp, maxTokens, c.Real(timeout), release)
+	}
 	l.inFlight.Add(-1)
 	if tierFlight != nil {
 		tierFlight.Add(-1)

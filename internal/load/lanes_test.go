@@ -358,3 +358,70 @@ func TestIdealCachedFollowsThePlaysPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// idealCachedByChains is the map of prefix chains idealCached kept before
+// it kept the prompts themselves: the reference it must agree with.
+type idealCachedByChains struct {
+	marker uint64
+	seen   map[uint64]struct{}
+}
+
+func (r *idealCachedByChains) cached(marker uint64, ids []int64, blockSize, tokens int) int {
+	if r.seen == nil || r.marker != marker {
+		r.seen, r.marker = map[uint64]struct{}{}, marker
+	}
+	chain := uint64(14695981039346656037)
+	hit, matching := 0, true
+	for i, id := range ids {
+		chain = (chain ^ uint64(id)) * 1099511628211
+		chain ^= chain >> 29
+		if _, ok := r.seen[chain]; ok && matching {
+			hit = i + 1
+		} else {
+			matching = false
+			r.seen[chain] = struct{}{}
+		}
+	}
+	return min(hit*blockSize, tokens)
+}
+
+// Over plays of growing conversations, subagents forking at any block,
+// retries, prompts shorter than earlier ones, empty ones and new plays,
+// idealCached answers what the map of prefix chains answered, and holds no
+// more prompts than the play's branches.
+func TestIdealCachedMatchesChains(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	l, ref := &lane{}, &idealCachedByChains{}
+	marker := uint64(1)
+	var conv []int64
+	for step := range 20000 {
+		var ids []int64
+		switch k := r.IntN(10); {
+		case k < 4: // the conversation's next turn
+			for range 1 + r.IntN(4) {
+				conv = append(conv, int64(r.IntN(50)))
+			}
+			ids = conv
+		case k < 7: // a subagent: a start of it, then its own blocks
+			ids = append([]int64(nil), conv[:r.IntN(len(conv)+1)]...)
+			for range r.IntN(5) {
+				ids = append(ids, int64(r.IntN(50)))
+			}
+		case k < 8: // a retry or a shorter prompt
+			ids = conv[:r.IntN(len(conv)+1)]
+		case k < 9: // unrelated blocks
+			ids = []int64{int64(r.IntN(3)), int64(r.IntN(3))}
+		default: // a new play
+			marker++
+			conv = nil
+			continue
+		}
+		tokens := len(ids)*64 + r.IntN(100) - 50
+		if got, want := l.idealCached(marker, ids, 64, tokens), ref.cached(marker, ids, 64, tokens); got != want {
+			t.Fatalf("step %d (%d ids): ideal cached %d, the chains say %d", step, len(ids), got, want)
+		}
+		if len(l.sent) > 64 {
+			t.Fatalf("step %d: %d prompts held", step, len(l.sent))
+		}
+	}
+}

@@ -113,6 +113,24 @@ func (m *Memo) best(key memoKey, ids []int64, full int) (*memoEntry, int) {
 	return best, n
 }
 
+// shared is the bytes of the marker and the leading full blocks (at most
+// full) that the remembered prompt of key sharing the most of them with
+// ids holds, and how many blocks; 0, 0 when none shares one. Unlike best
+// it is no use of the prompt.
+func (m *Memo) shared(key memoKey, ids []int64, full int) (bytes, blocks int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range m.byKey[key] {
+		k := 0
+		for lim := min(full, len(e.ends)-1, len(ids)); k < lim && e.ids[k] == ids[k]; k++ {
+		}
+		if k > blocks {
+			bytes, blocks = e.ends[k], k
+		}
+	}
+	return bytes, blocks
+}
+
 // overBudget forgets the least recently used prompts while the memo holds
 // more than its budget. Under mu.
 func (m *Memo) overBudget() {

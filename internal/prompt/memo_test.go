@@ -55,6 +55,16 @@ func TestMemoMatchesAppend(t *testing.T) {
 				if !bytes.Equal(got, want) {
 					t.Fatalf("step %d (%s play %d, %d ids, %d tokens): with the memo\n%.200s\nwithout\n%.200s", step, c.trace, c.play, len(ids), tokens, got, want)
 				}
+				n := len(want) - len("head:")
+				if l, ml := tc.b.Len(c.trace, c.play, ids, tokens), with.Len(c.trace, c.play, ids, tokens); l != n || ml != n {
+					t.Fatalf("step %d (%s play %d, %d ids, %d tokens): Len %d, with the memo %d; Append wrote %d bytes", step, c.trace, c.play, len(ids), tokens, l, ml, n)
+				}
+				// a Text written into exactly its room stays there
+				text := with.Text(c.trace, c.play, ids, tokens)
+				room := make([]byte, 3, 3+text.Len())
+				if out := text.AppendTo(room); !bytes.Equal(out[3:], want[len("head:"):]) || cap(out) != cap(room) {
+					t.Fatalf("step %d: Text.AppendTo into %d bytes of room wrote %d bytes (capacity %d, want %d)", step, text.Len(), len(out)-3, cap(out), cap(room))
+				}
 			}
 			if memo.held > memo.budget {
 				t.Errorf("memo holds %d bytes, over its budget %d", memo.held, memo.budget)

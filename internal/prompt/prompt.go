@@ -120,6 +120,83 @@ func (b Builder) appendFrom(dst []byte, ends *[]int, th, playKey, play uint64, h
 	return dst
 }
 
+// Len is len(Append(nil, traceID, play, hashIDs, tokens)), found without
+// writing the text: a word's length is drawn as its symbols are, and the
+// blocks a prompt shares with one the Memo holds are counted by the
+// lengths the memo noted. Len changes nothing in the memo.
+func (b Builder) Len(traceID string, play uint64, hashIDs []int64, tokens int) int {
+	if tokens <= 0 {
+		return 0
+	}
+	block := b.BlockSize
+	if block <= 0 {
+		block = DefaultBlockSize
+	}
+	if f := b.TokensPerWord; f > 0 && f != 1 {
+		tokens = max(1, int(math.Round(float64(tokens)/f)))
+		block = max(1, int(math.Round(float64(block)/f)))
+	}
+	th := hashString(traceID)
+	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
+	n, done := 0, 0
+	if b.Memo != nil && tokens > MarkerWords {
+		key := memoKey{trace: traceID, play: play, seed: b.Seed, block: block}
+		n, done = b.Memo.shared(key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block))
+	}
+	left := tokens - MarkerWords - done*block
+	if done == 0 {
+		n = 1 + 12 // the marker's first word: 'p' and 12 symbols
+		if left = tokens - 1; left == 0 {
+			return n
+		}
+		n += 2 + len(appendNumber(make([]byte, 0, 16), play))
+		left--
+	}
+	blockKey := mix(b.Seed^0x626c6f636b) ^ th
+	for _, id := range hashIDs[done:] {
+		if left == 0 {
+			return n
+		}
+		k := min(block, left)
+		n += wordsLen(mix(blockKey^mix(uint64(id))), k)
+		left -= k
+	}
+	if left > 0 {
+		n += wordsLen(mix(playKey^mix(uint64(tokens-left)^0x66696c6c)), left)
+	}
+	return n
+}
+
+// Text is one prompt, to be written when it is wanted (a request body as
+// the server reads it) instead of held from the time it is planned: what
+// Append writes for the same arguments. Its bytes are single spaces and
+// the symbols [a-z0-5], none of which a JSON string escapes.
+type Text struct {
+	b      Builder
+	trace  string
+	play   uint64
+	ids    []int64
+	tokens int
+	n      int
+}
+
+// Text is the prompt Append(dst, traceID, play, hashIDs, tokens) appends,
+// its length known now (Len) and its bytes written by AppendTo. hashIDs
+// must stay unchanged while the Text is in use.
+func (b Builder) Text(traceID string, play uint64, hashIDs []int64, tokens int) *Text {
+	return &Text{b: b, trace: traceID, play: play, ids: hashIDs, tokens: tokens, n: b.Len(traceID, play, hashIDs, tokens)}
+}
+
+// Len is the text's length in bytes.
+func (t *Text) Len() int { return t.n }
+
+// AppendTo appends the text to dst. With Len bytes of room in dst it
+// writes within that room (a byte at a time where a word's 8-byte store
+// would pass its end), so it allocates nothing.
+func (t *Text) AppendTo(dst []byte) []byte {
+	return t.b.Append(dst, t.trace, t.play, t.ids, t.tokens)
+}
+
 // MaxLen is an upper bound on the bytes Append adds for a prompt of tokens
 // words (tokens, with TokensPerWord at 1 or more); give dst at least this spare capacity to keep Append allocation-free.
 func MaxLen(tokens int) int {
@@ -131,13 +208,16 @@ func MaxLen(tokens int) int {
 
 // appendWords appends n words drawn from state, each preceded by a space.
 // Each word is written as one 8-byte store (a space and up to 7 symbols),
-// then the end moves on by the word's length.
+// then the end moves on by the word's length. Where fewer than 8 bytes of
+// capacity are left, a word that still fits is written a byte at a time,
+// so a dst with room for the words' exact length (a request body's
+// reader, sized to the prompt) is written within it; one that does not
+// fit grows dst by 8 bytes for each word left.
 func appendWords(dst []byte, state uint64, n int) []byte {
 	start := len(dst)
-	dst = slices.Grow(dst, 8*n+8)
 	buf := dst[:cap(dst)]
 	pos := start
-	for range n {
+	for i := range n {
 		state += 0x9e3779b97f4a7c15
 		r := mix(state)
 		l := 2 + int(r&7)%6 // 2 to 7 symbols; the low 3 bits pick the length
@@ -145,10 +225,30 @@ func appendWords(dst []byte, state uint64, n int) []byte {
 		w := uint64(' ') |
 			uint64(pairs[r&1023])<<8 | uint64(pairs[r>>10&1023])<<24 |
 			uint64(pairs[r>>20&1023])<<40 | uint64(alphabet[r>>30&31])<<56
-		binary.LittleEndian.PutUint64(buf[pos:], w)
+		if pos+8 > len(buf) && pos+l+1 > len(buf) {
+			buf = slices.Grow(buf[:pos], 8*(n-i)+8)
+			buf = buf[:cap(buf)]
+		}
+		if pos+8 <= len(buf) {
+			binary.LittleEndian.PutUint64(buf[pos:], w)
+		} else {
+			for k := range l + 1 {
+				buf[pos+k] = byte(w >> (8 * k))
+			}
+		}
 		pos += l + 1
 	}
-	return dst[:pos]
+	return buf[:pos]
+}
+
+// wordsLen is the bytes appendWords(dst, state, n) appends.
+func wordsLen(state uint64, n int) int {
+	total := 0
+	for range n {
+		state += 0x9e3779b97f4a7c15
+		total += 3 + int(mix(state)&7)%6 // a space and 2 to 7 symbols
+	}
+	return total
 }
 
 // pairs maps 10 random bits to two symbols, little-endian.

@@ -150,3 +150,33 @@ func BenchmarkAppend150K(b *testing.B) {
 		dst = bl.Append(dst[:0], "trace_0001", uint64(i), hs, 150000)
 	}
 }
+
+// Len is the length Append writes, for every case of TestAppendExactCount's
+// kind and scaled words, and a Text written into exactly its room (with
+// room for its last words' 8-byte stores or not) is Append's text.
+func TestLenAndText(t *testing.T) {
+	for _, b := range []Builder{{Seed: 7}, {Seed: 3, BlockSize: 16, TokensPerWord: 2.3}, {Seed: 1, BlockSize: 1}} {
+		for _, c := range []struct {
+			ids    []int64
+			tokens int
+		}{
+			{ids(1, 3), 0}, {ids(1, 3), 1}, {ids(1, 3), 2}, {ids(1, 3), 3}, {ids(1, 3), 63}, {ids(1, 3), 64},
+			{ids(1, 3), 65}, {ids(1, 3), 1000}, {nil, 100}, {ids(1, 2400), 150000}, {ids(1, 100), 150000},
+		} {
+			for _, play := range []uint64{0, 31, 32, 1 << 40} {
+				want := b.Append(nil, "trace_0001", play, c.ids, c.tokens)
+				if n := b.Len("trace_0001", play, c.ids, c.tokens); n != len(want) {
+					t.Fatalf("%+v play %d, %d ids, %d tokens: Len %d, Append wrote %d", b, play, len(c.ids), c.tokens, n, len(want))
+				}
+				text := b.Text("trace_0001", play, c.ids, c.tokens)
+				for _, spare := range []int{0, 1, 7, 8, 600} {
+					room := make([]byte, 0, text.Len()+spare)
+					out := text.AppendTo(room)
+					if !bytes.Equal(out, want) || cap(out) != cap(room) {
+						t.Fatalf("%+v play %d, %d tokens, %d spare: AppendTo wrote %d bytes at capacity %d, want %d at %d", b, play, c.tokens, spare, len(out), cap(out), len(want), cap(room))
+					}
+				}
+			}
+		}
+	}
+}

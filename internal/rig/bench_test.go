@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -144,6 +145,10 @@ func BenchmarkFleetStep(b *testing.B) {
 	if limit > 0 {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
 	}
+	// HEADROOM_BENCH_HEAPPROFILE=FILE writes the heap profile (as of the
+	// latest collection) each time the heap's peak has grown by a tenth:
+	// the last one written shows what is live near the peak.
+	profile := os.Getenv("HEADROOM_BENCH_HEAPPROFILE")
 	cfg := fleetStep(b, sessions, copies)
 	var peak atomic.Uint64
 	stop := make(chan struct{})
@@ -153,10 +158,17 @@ func BenchmarkFleetStep(b *testing.B) {
 		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
+		profiled := uint64(256 << 20)
 		for {
 			metrics.Read(s)
 			if v := s[0].Value.Uint64(); v > peak.Load() {
 				peak.Store(v)
+			}
+			if v := peak.Load(); profile != "" && v > profiled+profiled/10 {
+				profiled = v
+				if err := writeHeapProfile(profile); err != nil {
+					b.Error(err)
+				}
 			}
 			select {
 			case <-stop:
@@ -179,6 +191,19 @@ func BenchmarkFleetStep(b *testing.B) {
 	<-done
 	b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
 	b.ReportMetric(float64(vmHWM(b))/(1<<10), "peak-rss-MiB")
+}
+
+// writeHeapProfile writes the heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // vmHWM is the process's peak resident set in KiB, from /proc/self/status.
