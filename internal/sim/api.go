@@ -66,7 +66,7 @@ func (s *Sim) metricsPage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	s.life.Load().met.handler(fs.missing).ServeHTTP(w, r)
+	s.life.Load().met.serve(w, r, fs.missing)
 }
 
 // statusRecorder remembers the status a handler sent, for http_requests_total.

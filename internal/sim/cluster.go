@@ -490,9 +490,17 @@ func (c *Cluster) metrics(w http.ResponseWriter, _ *http.Request) {
 	}
 	sort.Strings(names)
 	w.Header().Set("Content-Type", string(expfmt.NewFormat(expfmt.TypeTextPlain)))
+	sorted := make([]*dto.MetricFamily, len(names))
+	for i, n := range names {
+		sorted[i] = byName[n]
+	}
+	if page, ok := appendText(nil, sorted); ok {
+		_, _ = w.Write(page)
+		return
+	}
 	enc := expfmt.NewEncoder(w, expfmt.NewFormat(expfmt.TypeTextPlain))
-	for _, n := range names {
-		_ = enc.Encode(byName[n])
+	for _, f := range sorted {
+		_ = enc.Encode(f)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -63,7 +62,8 @@ func buckets125(max int) []float64 {
 // exposes, with that engine's names, labels and buckets, and leaves the rest
 // unregistered (fed and never shown). Every time is in modelled seconds.
 type metrics struct {
-	reg *prometheus.Registry
+	reg  *prometheus.Registry
+	page pageWriter
 
 	running, waiting, kvUsage prometheus.Gauge
 	usedTokens, cacheHitRate  prometheus.Gauge // SGLang's num_used_tokens and cache_hit_rate
@@ -276,12 +276,13 @@ func newSGLangMetrics(p Profile) *metrics {
 	return m
 }
 
-// handler serves the registry, leaving out the families named in hide.
-func (m *metrics) handler(hide map[string]bool) http.Handler {
+// serve serves the registry's page, leaving out the families named in hide.
+func (m *metrics) serve(w http.ResponseWriter, r *http.Request, hide map[string]bool) {
 	if len(hide) == 0 {
-		return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+		m.page.serve(w, r, m.reg)
+		return
 	}
-	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+	m.page.serve(w, r, prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
 		fams, err := m.reg.Gather()
 		out := fams[:0]
 		for _, f := range fams {
@@ -290,8 +291,7 @@ func (m *metrics) handler(hide map[string]bool) http.Handler {
 			}
 		}
 		return out, err
-	})
-	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	}))
 }
 
 // statusGroup turns 404 into "4xx", as prometheus-fastapi-instrumentator does.
