@@ -104,3 +104,52 @@ func TestFastMemo(t *testing.T) {
 		}
 	}
 }
+
+// TestFastShape checks the memo's chunk shapes: a token chunk shaped as
+// the last one is classified by its string alone, as the walk would; any
+// other chunk is walked, and the answer is always the one without a memo.
+func TestFastShape(t *testing.T) {
+	const h = `{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{`
+	const tail = `},"logprobs":null,"finish_reason":null}]}`
+	var shapeMemo fastMemo // carried from chunk to chunk, as in a stream
+	for _, c := range []struct {
+		chunk string
+		hit   bool // classified by the shape
+	}{
+		{h + `"role":"assistant","content":""` + tail, false},
+		{h + `"content":"so "` + tail, false},
+		{h + `"content":"we "` + tail, true},
+		{h + `"content":""` + tail, true},
+		{h + `"content":"a\"b\\\u00e9},\"logprobs\":null"` + tail, true},
+		{h + `"content":"bad\x"` + tail, false},
+		{h + `"content":"x","content":"y"` + tail, false},
+		{h + `"content":"x" ` + tail, false},
+		{h + `"content":"x"` + tail + ` `, false},
+		{h + `"content":"x"` + tail + `}`, false},
+		{h + `"content":"` + "\x01" + `"` + tail, false},
+		{h + `"content":"x` + tail, false},
+		{h + `"content":"so "` + tail, true},
+		{h + `"reasoning":"th"` + tail, false},
+		{h + `"reasoning":"in"` + tail, true},
+		{h + `"reasoning":""` + tail, true},
+		{h + `"content":"x"},"logprobs":null,"finish_reason":"stop"}]}`, false},
+		{h + `"content":"x","tool_calls":[{"index":0}]` + tail, false},
+		{h + `"content":"y","tool_calls":[{"index":0}]` + tail, false}, // two token values: no shape kept
+		{`{"id":"c1","choices":[{"text":"a"}]}`, false},
+		{`{"id":"c1","choices":[{"text":"b"}]}`, true},
+		{`{"id":"c1","choices":[{"text":""}]}`, true},
+		{`{"id":"c1","choices":[{"text":null}]}`, false},
+		{`{"id":"c1","choices":[{"text":"b"}],"usage":{"prompt_tokens":1}}`, false},
+	} {
+		p := []byte(c.chunk)
+		_, hit := shapeMemo.sameShape(p)
+		fast, sure := classifyFast(p, &shapeMemo)
+		alone, aloneSure := classifyFast(p, nil)
+		if hit != c.hit || fast != alone || sure != aloneSure {
+			t.Errorf("%s: shape used %v (want %v); with the memo %+v (sure %v), alone %+v (sure %v)", c.chunk, hit, c.hit, fast, sure, alone, aloneSure)
+		}
+		if full, err := classifyFull(p); sure && (err != nil || full != fast) {
+			t.Errorf("%s: fast path %+v, full decode %+v (%v)", c.chunk, fast, full, err)
+		}
+	}
+}

@@ -49,14 +49,70 @@ var (
 // token, only the walk's seen bits. A chunk that starts with
 // the same bytes is walked from "choices" on: reading the same bytes again
 // would come to the same state. The zero value remembers nothing.
+//
+// It also remembers the shape of the last chunk whose one token-bearing
+// value was a string (a token chunk): the bytes before that string and
+// after it. A chunk with the same bytes before a valid string and the same
+// after it is walked the same way but for that string: it is sure, and
+// carries a token of the same kind exactly when its string is not empty.
 type fastMemo struct {
 	n    int   // bytes remembered; 0 for none
 	seen uint8 // the fields seen in them (the walk's seen bits)
 	head [fastMemoSize]byte
+
+	before, after int  // the shape's bytes before and after its string; before 0 for none
+	reasoning     bool // the string is reasoning, not answer
+	shape         [fastShapeSize]byte
+	tail          [fastTailSize]byte
 }
 
-// fastMemoSize is the longest chunk head fastMemo keeps.
-const fastMemoSize = 256
+// fastMemoSize is the longest chunk head fastMemo keeps; fastShapeSize
+// and fastTailSize the longest bytes before and after a shape's string.
+const (
+	fastMemoSize  = 256
+	fastShapeSize = 320
+	fastTailSize  = 96
+)
+
+// tokenTrack follows a walk's token-bearing values: how many, and the span
+// and kind of the last.
+type tokenTrack struct {
+	n          int
+	start, end int
+	str        bool // the last was a string
+	reasoning  bool
+}
+
+func (t *tokenTrack) saw(p []byte, start, end int, reasoning bool) {
+	t.n++
+	t.start, t.end, t.str, t.reasoning = start, end, p[start] == '"', reasoning
+}
+
+// sameShape classifies p by memo's shape when p has it.
+func (memo *fastMemo) sameShape(p []byte) (c chunk, ok bool) {
+	b := memo.before
+	if b == 0 || len(p) < b+2+memo.after || p[b] != '"' || string(p[:b]) != string(memo.shape[:b]) {
+		return c, false
+	}
+	end, _, ok := scanString(p, b)
+	if !ok || len(p)-end != memo.after || string(p[end:]) != string(memo.tail[:memo.after]) {
+		return c, false
+	}
+	if end-b > 2 {
+		c.answer, c.reasoning = !memo.reasoning, memo.reasoning
+	}
+	return c, true
+}
+
+// remember keeps p's shape when its one token-bearing value was a string.
+func (memo *fastMemo) remember(p []byte, t *tokenTrack) {
+	if t.n != 1 || !t.str || t.start > fastShapeSize || len(p)-t.end > fastTailSize {
+		return
+	}
+	memo.before = copy(memo.shape[:], p[:t.start])
+	memo.after = copy(memo.tail[:], p[t.end:])
+	memo.reasoning = t.reasoning
+}
 
 // classifyFast classifies a compact chunk; sure is false when the full
 // decode must decide (see above). A chunk it is sure of never has usage or
@@ -70,6 +126,12 @@ func classifyFast(p []byte, memo *fastMemo) (c chunk, sure bool) {
 	if n == 2 {
 		return c, true
 	}
+	if memo != nil {
+		if c, ok := memo.sameShape(p); ok {
+			return c, true
+		}
+	}
+	var track tokenTrack
 	i, seen, resumed := 1, uint8(0), false
 	if memo != nil && memo.n > 0 && memo.n < n && string(p[:memo.n]) == string(memo.head[:memo.n]) {
 		i, seen, resumed = memo.n, memo.seen, true
@@ -89,7 +151,7 @@ func classifyFast(p []byte, memo *fastMemo) (c chunk, sure bool) {
 				memo.n = copy(memo.head[:], p[:i])
 				memo.seen = seen
 			}
-			j, ok = fastChoices(p, j, &c)
+			j, ok = fastChoices(p, j, &c, &track)
 		case kUsage:
 			bit = 2
 			j, ok = fastNull(p, j)
@@ -113,7 +175,13 @@ func classifyFast(p []byte, memo *fastMemo) (c chunk, sure bool) {
 		case ',':
 			i = j + 1
 		case '}':
-			return c, j+1 == n
+			if j+1 != n {
+				return c, false
+			}
+			if memo != nil {
+				memo.remember(p, &track)
+			}
+			return c, true
 		default:
 			return c, false
 		}
@@ -121,7 +189,7 @@ func classifyFast(p []byte, memo *fastMemo) (c chunk, sure bool) {
 }
 
 // fastChoices reads the choices array at p[i]: null or an array of objects.
-func fastChoices(p []byte, i int, c *chunk) (int, bool) {
+func fastChoices(p []byte, i int, c *chunk, t *tokenTrack) (int, bool) {
 	if i >= len(p) {
 		return i, false
 	}
@@ -137,7 +205,7 @@ func fastChoices(p []byte, i int, c *chunk) (int, bool) {
 	}
 	for {
 		var ok bool
-		if i, ok = fastChoice(p, i, c); !ok || i >= len(p) {
+		if i, ok = fastChoice(p, i, c, t); !ok || i >= len(p) {
 			return i, false
 		}
 		switch p[i] {
@@ -152,7 +220,7 @@ func fastChoices(p []byte, i int, c *chunk) (int, bool) {
 }
 
 // fastChoice reads one choice object at p[i].
-func fastChoice(p []byte, i int, c *chunk) (int, bool) {
+func fastChoice(p []byte, i int, c *chunk, t *tokenTrack) (int, bool) {
 	if i >= len(p) || p[i] != '{' {
 		return i, false
 	}
@@ -170,13 +238,15 @@ func fastChoice(p []byte, i int, c *chunk) (int, bool) {
 		switch id {
 		case kDelta:
 			bit = 1
-			j, ok = fastDelta(p, j, c)
+			j, ok = fastDelta(p, j, c, t)
 		case kText:
 			bit = 2
 			var token bool
 			if j < len(p) && p[j] == '"' {
+				start := j
 				j, token, ok = fastTokenValue(p, j)
 				c.answer = c.answer || token
+				t.saw(p, start, j, false)
 			} else {
 				j, ok = fastNull(p, j)
 			}
@@ -202,7 +272,7 @@ func fastChoice(p []byte, i int, c *chunk) (int, bool) {
 }
 
 // fastDelta reads a delta at p[i]: null or an object.
-func fastDelta(p []byte, i int, c *chunk) (int, bool) {
+func fastDelta(p []byte, i int, c *chunk, t *tokenTrack) (int, bool) {
 	if i >= len(p) {
 		return i, false
 	}
@@ -245,7 +315,11 @@ func fastDelta(p []byte, i int, c *chunk) (int, bool) {
 		if bit == 0 {
 			j, ok = skipValue(p, j, 5)
 		} else {
+			start := j
 			j, token, ok = fastTokenValue(p, j)
+			if ok {
+				t.saw(p, start, j, reasoning)
+			}
 		}
 		if !ok || seen&bit != 0 || j >= len(p) {
 			return j, false
