@@ -2,11 +2,14 @@ package signal
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"reflect"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,4 +151,81 @@ func TestCompiledRulesKeepTheError(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A Sequential scraper's scrapes, read one after another and waited for
+// later, in any order, give the samples (and the process watch's
+// warnings) that scrapes worked out at once give: each target's text is
+// worked out after the one before it, whatever is waited for first.
+func TestScrapeLaterGivesWhatScrapeGives(t *testing.T) {
+	text, err := os.ReadFile("testdata/vllm_metrics.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// each answer moves the counters and a gauge; every third a process
+	// "restarts" with lower counters, so the watch has something to see
+	const scrapes = 12
+	texts := make([][]byte, scrapes)
+	for i := range texts {
+		v := 50000 + 1000*i
+		if i%3 == 2 {
+			v = 100 * i
+		}
+		tx := strings.Replace(string(text), "vllm:generation_tokens_total{engine=\"0\",model_name=\"zai-org/GLM-4.6-FP8\"} 50000.0",
+			fmt.Sprintf("vllm:generation_tokens_total{engine=\"0\",model_name=\"zai-org/GLM-4.6-FP8\"} %d", v), 1)
+		tx = strings.Replace(tx, "vllm:num_requests_running{engine=\"0\",model_name=\"zai-org/GLM-4.6-FP8\"} 7.0",
+			fmt.Sprintf("vllm:num_requests_running{engine=\"0\",model_name=\"zai-org/GLM-4.6-FP8\"} %d", i%4), 1)
+		texts[i] = []byte(tx)
+	}
+	serve := func() (*httptest.Server, *atomic.Int64) {
+		var n atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Write(texts[int(n.Add(1)-1)%scrapes])
+		}))
+		return srv, &n
+	}
+	srvA, _ := serve()
+	defer srvA.Close()
+	srvB, _ := serve()
+	defer srvB.Close()
+	now := &Scraper{Targets: []string{srvA.URL}, Mapping: VLLM(), Client: srvA.Client()}
+	later := &Scraper{Targets: []string{srvB.URL}, Mapping: VLLM(), Client: srvB.Client(), Sequential: true}
+	var want []Sample
+	pending := make([]*Pending, scrapes)
+	for i := range scrapes {
+		at := time.Duration(i) * time.Second
+		s, err := now.Scrape(context.Background(), at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, s)
+		pending[i] = later.ScrapeLater(context.Background(), at)
+	}
+	for i := scrapes - 1; i >= 0; i-- {
+		got, err := pending[i].Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// the parts are keyed by target URL: compare them under one name
+		got = renameTarget(got, transport.URL(srvB.URL), transport.URL(srvA.URL))
+		if !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("scrape %d: %+v, want %+v", i, got, want[i])
+		}
+	}
+	wantW, gotW := now.Warnings(), later.Warnings()
+	for i := range gotW {
+		gotW[i] = strings.ReplaceAll(gotW[i], transport.URL(srvB.URL), transport.URL(srvA.URL))
+	}
+	if len(wantW) == 0 || !reflect.DeepEqual(gotW, wantW) {
+		t.Errorf("warnings %q, want %q", gotW, wantW)
+	}
+}
+
+func renameTarget(s Sample, from, to string) Sample {
+	parts := map[string]Part{}
+	for k, p := range s.Parts {
+		parts[strings.Replace(k, from, to, 1)] = p
+	}
+	s.Parts = parts
+	return s
 }

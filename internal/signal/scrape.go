@@ -46,6 +46,7 @@ type Scraper struct {
 	watch  processWatch
 	seq    atomic.Uint64 // orders scrapes by when they were sent
 	rules  ruleCache     // Mapping, compiled once
+	last   *Pending      // the last scrape whose sample is worked out on a goroutine of its own
 }
 
 // maxBody bounds how much of one /metrics response is read.
@@ -55,31 +56,20 @@ const maxBody = 64 << 20
 // modelled time at. Targets that fail are named in Sample.Errors; the error is
 // non-nil only when no target answered.
 func (s *Scraper) Scrape(ctx context.Context, at time.Duration) (Sample, error) {
-	out := NewSample(at)
-	targets, err := s.targets(ctx)
-	if err != nil {
-		if len(targets) == 0 {
-			return out, err
-		}
-		out.Errors = append(out.Errors, err.Error())
-	}
-	if len(targets) == 0 {
-		return out, errors.New("no metrics targets to scrape: give at least one /metrics URL")
-	}
-	parts := make([]Sample, len(targets))
-	errs := make([]error, len(targets))
-	s.each(len(targets), func(i int) {
-		parts[i] = NewSample(at)
-		errs[i] = s.scrapeOne(ctx, targets[i], &parts[i])
-	})
+	return s.ScrapeLater(ctx, at).Wait()
+}
+
+// sum adds the targets' parts into out, naming those that failed.
+func sum(out Sample, targets []string, answers []answer) (Sample, error) {
 	answered := 0
+	errs := make([]error, len(targets))
 	for i, target := range targets {
 		name := transport.URL(target) // a target's user info is never written
-		if errs[i] != nil {
+		if errs[i] = answers[i].err; errs[i] != nil {
 			out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", name, errs[i]))
 			continue
 		}
-		if err := out.Merge(parts[i]); err != nil {
+		if err := out.Merge(answers[i].part); err != nil {
 			out.Errors = append(out.Errors, fmt.Sprintf("%s: summing with other targets: %v", name, err))
 		}
 		answered++
@@ -162,6 +152,15 @@ func (s *Scraper) fetch(ctx context.Context, target string) (map[string]*dto.Met
 // fetchWanted is fetch for the families in want (nil: all). Others may be
 // left out of what it returns (see keepFamilies).
 func (s *Scraper) fetchWanted(ctx context.Context, target string, want map[string]bool) (map[string]*dto.MetricFamily, error) {
+	text, err := s.read(ctx, target)
+	if err != nil {
+		return nil, err
+	}
+	return s.parseWanted(target, text, want)
+}
+
+// read reads one target's exposition.
+func (s *Scraper) read(ctx context.Context, target string) ([]byte, error) {
 	client := s.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -183,10 +182,12 @@ func (s *Scraper) fetchWanted(ctx context.Context, target string, want map[strin
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("status %s (want 200 from a /metrics endpoint)", resp.Status)
 	}
-	text, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return nil, err
-	}
+	return io.ReadAll(io.LimitReader(resp.Body, maxBody))
+}
+
+// parseWanted parses a target's exposition for the families in want (nil:
+// all).
+func (s *Scraper) parseWanted(target string, text []byte, want map[string]bool) (map[string]*dto.MetricFamily, error) {
 	if want != nil {
 		if blocks, ok := keepFamilies(text, want); ok {
 			if families, ok := s.parseBlocks(target, blocks); ok {
@@ -352,21 +353,26 @@ func ownSample(name []byte, family string) bool {
 	return false
 }
 
-func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) error {
-	seq := s.seq.Add(1) // scrapes may overlap (the scrape loop and an idle wait)
-	rules := s.rules.get(s.Mapping)
-	families, err := s.fetchWanted(ctx, target, rules.want)
-	if err != nil {
-		return err
+// finish works out one target's part of a scrape from the text it sent.
+// A target whose exposition is partly unusable (bucket mismatch between its
+// own series) still contributes what could be read; a target whose text
+// does not parse contributes nothing.
+func (s *Scraper) finish(target string, rules *rules, a *answer) {
+	if a.err != nil {
+		return
 	}
-	// A target whose exposition is partly unusable (bucket mismatch between its
-	// own series) still contributes what could be read; a target whose text
-	// does not parse contributes nothing.
-	part := NewSample(into.At)
+	families, err := s.parseWanted(target, a.text, rules.want)
+	a.text = nil
+	if err != nil {
+		a.err = err
+		return
+	}
+	part := NewSample(a.at)
 	name := transport.URL(target) // a target's user info is never written
 	err = rules.apply(families, name, &part)
 	if err != nil && len(part.Hist)+len(part.Counter)+len(part.Gauge) == 0 {
-		return err
+		a.err = err
+		return
 	}
 	if err != nil {
 		part.Errors = append(part.Errors, fmt.Sprintf("%s: %v", name, err))
@@ -377,7 +383,6 @@ func (s *Scraper) scrapeOne(ctx context.Context, target string, into *Sample) er
 			total += v
 		}
 	}
-	s.watch.observe(target, name, seq, families, total)
-	*into = part
-	return nil
+	s.watch.observe(target, name, a.seq, families, total)
+	a.part = part
 }

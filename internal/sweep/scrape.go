@@ -21,10 +21,23 @@ func (r *Runner) Samples() []signal.Sample {
 	return append([]signal.Sample(nil), r.samples...)
 }
 
+// laterSource is a Source that reads the server now and may work the
+// sample out afterwards, on a goroutine of its own (signal.Scraper's
+// ScrapeLater on a virtual clock).
+type laterSource interface {
+	ScrapeLater(ctx context.Context, at time.Duration) *signal.Pending
+}
+
 // scrapeLoop samples the server on a grid of the scrape interval from the
 // run's start, so window edges fall on samples.
 func (r *Runner) scrapeLoop(ctx context.Context) {
 	p, c := r.Plan, r.Clock
+	var said func() // tells OnSample of the last sample landed, once it is worked out
+	defer func() {
+		if said != nil {
+			said()
+		}
+	}()
 	for k := time.Duration(0); ; k++ {
 		at := k * p.Scrape
 		if c.Now() > at+p.Scrape {
@@ -33,29 +46,80 @@ func (r *Runner) scrapeLoop(ctx context.Context) {
 		if err := c.SleepUntil(ctx, at); err != nil {
 			return
 		}
-		inflight := r.Load.InFlight()
-		var byTier map[string]int
-		if tf, ok := r.Load.(tierFlight); ok {
-			byTier = tf.InFlightByTier()
+		if said != nil {
+			said()
+			said = nil
 		}
-		s, err := r.Source.Scrape(ctx, at)
+		in := inFlightSample{at: at, n: r.Load.InFlight()}
+		if tf, ok := r.Load.(tierFlight); ok {
+			in.byTier = tf.InFlightByTier()
+		}
+		var pending *signal.Pending
+		if ls, ok := r.Source.(laterSource); ok {
+			pending = ls.ScrapeLater(ctx, at)
+		} else {
+			pending = signal.Finished(r.Source.Scrape(ctx, at))
+		}
 		if ctx.Err() != nil {
 			return
 		}
+		said = r.land(pending, in)
+	}
+}
+
+// land adds a scrape to the samples, as of now, and returns what tells
+// OnSample of it (nil when told already). On a wall clock it waits for the
+// sample, adds it and tells OnSample at once. On a virtual clock r.mu is
+// locked here and unlocked by a goroutine (off the clock) that adds the
+// sample once it is worked out: whoever reads the samples from this
+// modelled instant on (under r.mu) waits for that without moving the
+// clock, and reads what it would have read had the sample been added now,
+// while the clock moves on and the parsing runs beside it on another core.
+// There the waiters for a sample are poked at once, and find none new if
+// the scrape failed; OnSample is told when the loop next wakes (or stops),
+// in the order of the samples.
+func (r *Runner) land(pending *signal.Pending, in inFlightSample) (said func()) {
+	if !r.Clock.Virtual() {
+		s, err := pending.Wait()
 		r.mu.Lock()
-		r.inFlight = append(r.inFlight, inFlightSample{at: at, n: inflight, byTier: byTier})
-		if err != nil {
-			r.warnings = appendOnce(r.warnings, "scrape failed: "+err.Error())
-			r.mu.Unlock()
-			continue
-		}
-		r.samples = append(r.samples, s)
+		ok := r.add(in, s, err)
 		r.mu.Unlock()
-		r.sampled.Poke()
-		if r.OnSample != nil {
+		if ok {
+			r.sampled.Poke()
+			if r.OnSample != nil {
+				r.OnSample(s)
+			}
+		}
+		return nil
+	}
+	r.mu.Lock() // unlocked by the goroutine below
+	var s signal.Sample
+	var ok bool
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		defer r.mu.Unlock()
+		sample, err := pending.Wait()
+		s, ok = sample, r.add(in, sample, err)
+	}()
+	r.sampled.Poke()
+	return func() {
+		<-added
+		if ok && r.OnSample != nil {
 			r.OnSample(s)
 		}
 	}
+}
+
+// add adds one scrape, under r.mu; it reports whether a sample was added.
+func (r *Runner) add(in inFlightSample, s signal.Sample, err error) bool {
+	r.inFlight = append(r.inFlight, in)
+	if err != nil {
+		r.warnings = appendOnce(r.warnings, "scrape failed: "+err.Error())
+		return false
+	}
+	r.samples = append(r.samples, s)
+	return true
 }
 
 func appendOnce(xs []string, x string) []string {
