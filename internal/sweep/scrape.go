@@ -32,10 +32,10 @@ type laterSource interface {
 // run's start, so window edges fall on samples.
 func (r *Runner) scrapeLoop(ctx context.Context) {
 	p, c := r.Plan, r.Clock
-	var said func() // tells OnSample of the last sample landed, once it is worked out
+	var told <-chan struct{} // closed once OnSample has been told of the last sample
 	defer func() {
-		if said != nil {
-			said()
+		if told != nil {
+			<-told
 		}
 	}()
 	for k := time.Duration(0); ; k++ {
@@ -45,10 +45,6 @@ func (r *Runner) scrapeLoop(ctx context.Context) {
 		}
 		if err := c.SleepUntil(ctx, at); err != nil {
 			return
-		}
-		if said != nil {
-			said()
-			said = nil
 		}
 		in := inFlightSample{at: at, n: r.Load.InFlight()}
 		if tf, ok := r.Load.(tierFlight); ok {
@@ -63,23 +59,28 @@ func (r *Runner) scrapeLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		said = r.land(pending, in)
+		told = r.land(pending, in, told)
 	}
 }
 
-// land adds a scrape to the samples, as of now, and returns what tells
-// OnSample of it (nil when told already). On a wall clock it waits for the
-// sample, adds it and tells OnSample at once. On a virtual clock r.mu is
-// locked here and unlocked by a goroutine (off the clock) that adds the
-// sample once it is worked out: whoever reads the samples from this
-// modelled instant on (under r.mu) waits for that without moving the
-// clock, and reads what it would have read had the sample been added now,
-// while the clock moves on and the parsing runs beside it on another core.
-// There the waiters for a sample are poked at once, and find none new if
-// the scrape failed; OnSample is told when the loop next wakes (or stops),
-// in the order of the samples.
-func (r *Runner) land(pending *signal.Pending, in inFlightSample) (said func()) {
+// land adds a scrape to the samples, as of now, and tells OnSample of it
+// after the sample before it (told closed); it returns a channel closed
+// once OnSample is told.
+//
+// On a wall clock it waits for the sample, adds it and tells OnSample at
+// once. On a virtual clock r.mu is locked here and unlocked by a goroutine
+// (off the clock) that adds the sample once it is worked out: whoever
+// reads the samples from this modelled instant on (under r.mu) waits for
+// that without moving the clock, and reads what it would have read had the
+// sample been added now, while the clock moves on and the parsing runs
+// beside it on another core. The waiters for a sample are poked at once,
+// and find none new if the scrape failed. That goroutine then tells
+// OnSample (which must not touch the clock), one sample at a time, in
+// order.
+func (r *Runner) land(pending *signal.Pending, in inFlightSample, told <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
 	if !r.Clock.Virtual() {
+		defer close(done)
 		s, err := pending.Wait()
 		r.mu.Lock()
 		ok := r.add(in, s, err)
@@ -90,25 +91,23 @@ func (r *Runner) land(pending *signal.Pending, in inFlightSample) (said func()) 
 				r.OnSample(s)
 			}
 		}
-		return nil
+		return done
 	}
 	r.mu.Lock() // unlocked by the goroutine below
-	var s signal.Sample
-	var ok bool
-	added := make(chan struct{})
 	go func() {
-		defer close(added)
-		defer r.mu.Unlock()
-		sample, err := pending.Wait()
-		s, ok = sample, r.add(in, sample, err)
-	}()
-	r.sampled.Poke()
-	return func() {
-		<-added
+		defer close(done)
+		s, err := pending.Wait()
+		ok := r.add(in, s, err)
+		r.mu.Unlock()
+		if told != nil {
+			<-told
+		}
 		if ok && r.OnSample != nil {
 			r.OnSample(s)
 		}
-	}
+	}()
+	r.sampled.Poke()
+	return done
 }
 
 // add adds one scrape, under r.mu; it reports whether a sample was added.
