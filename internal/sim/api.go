@@ -173,8 +173,18 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	}
 	began := s.clock.Now()
 	l := s.life.Load()
-	buf, err := readBody(http.MaxBytesReader(w, req.Body, maxBodyBytes), req.ContentLength)
-	body, scan, fast := s.scans.fastChat(buf, s.prof.BlockSize)
+	var buf []byte
+	var err error
+	var body chatRequest
+	var scan *promptScan
+	var fast bool
+	if rc := routed(req, s.prof.BlockSize); rc != nil {
+		// The cluster's router read and scanned the body already.
+		buf, body, scan, fast = rc.body, rc.req, rc.scan, true
+	} else {
+		buf, err = readBody(http.MaxBytesReader(w, req.Body, maxBodyBytes), req.ContentLength)
+		body, scan, fast = s.scans.fastChat(buf, s.prof.BlockSize)
+	}
 	if err == nil && !fast {
 		err = json.NewDecoder(bytes.NewReader(buf)).Decode(&body)
 	}

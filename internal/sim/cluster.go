@@ -1,14 +1,12 @@
 package sim
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"regexp"
 	"sort"
 	"strconv"
 	"sync"
@@ -96,6 +94,9 @@ type Cluster struct {
 	affMu sync.Mutex
 	aff   map[uint64]int // sampled prompt block hash -> copy that served it
 	scans *scanCache     // the router's prompt scans, resumed turn to turn
+	// rereads makes every copy read and scan a routed body itself (tests
+	// compare it with the router's reading handed on).
+	rereads bool
 
 	runOnce sync.Once
 	srvMu   sync.Mutex
@@ -332,15 +333,16 @@ const affinityStride = 8
 // maxAffinity bounds the affinity table; it starts afresh when full.
 const maxAffinity = 1 << 20
 
-// pick chooses the copy for a chat body.
-func (c *Cluster) pick(body []byte) int {
+// pick chooses the copy for a chat body, with the router's reading of it
+// when it has one for the copy to use (nil otherwise).
+func (c *Cluster) pick(body []byte) (int, *routedChat) {
 	switch c.router {
 	case LeastLoaded:
-		return c.leastLoaded()
+		return c.leastLoaded(), nil
 	case PrefixAffinity:
-		scan := c.scanPrompt(body)
+		scan, rc := c.scanPrompt(body)
 		if scan == nil {
-			return c.leastLoaded()
+			return c.leastLoaded(), nil
 		}
 		c.affMu.Lock()
 		defer c.affMu.Unlock()
@@ -360,39 +362,66 @@ func (c *Cluster) pick(body []byte) int {
 			c.aff = map[uint64]int{}
 		}
 		for j := 0; j < len(scan.hashes); j += affinityStride {
-			c.aff[scan.hashes[j]] = chosen
+			// Most of a turn's prefix is its last turn's, already there:
+			// a read is cheaper than a write of the same value.
+			if i, ok := c.aff[scan.hashes[j]]; !ok || i != chosen {
+				c.aff[scan.hashes[j]] = chosen
+			}
 		}
-		return chosen
+		return chosen, rc
 	}
 	n := len(c.copies)
 	for range n {
 		if i := int(c.rr.Add(1)-1) % n; c.serving(i) {
-			return i
+			return i, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // scanPrompt scans a chat body's prompt into blocks as the copies do: the
 // fast path resumes from the router's scan of the conversation's last
-// turn; other bodies go through encoding/json. Nil for a body that is not
-// a chat request.
-func (c *Cluster) scanPrompt(body []byte) *promptScan {
+// turn, and its reading is handed to the copy (rc); other bodies go
+// through encoding/json. A nil scan for a body that is not a chat request.
+func (c *Cluster) scanPrompt(body []byte) (scan *promptScan, rc *routedChat) {
 	bs := c.copies[0].prof.BlockSize
-	if _, scan, ok := c.scans.fastChat(body, bs); ok {
-		return scan
+	if req, scan, ok := c.scans.fastChat(body, bs); ok {
+		return scan, &routedChat{body: body, req: req, scan: scan, blockSize: bs}
 	}
 	var req struct {
 		Messages []chatMessage `json:"messages"`
 	}
 	if json.Unmarshal(body, &req) != nil {
-		return nil
+		return nil, nil
 	}
 	scan, err := c.copies[0].scanMessages(req.Messages, len(body))
 	if err != nil {
+		return nil, nil
+	}
+	return scan, nil
+}
+
+// routedChat is the router's reading of a chat body (fastChat's), which the
+// copy it picked takes instead of reading and scanning the body again: the
+// same bytes give the same request and the same scan.
+type routedChat struct {
+	body      []byte
+	req       chatRequest
+	scan      *promptScan
+	blockSize int
+}
+
+// routedKey is the request context key of a *routedChat.
+type routedKey struct{}
+
+// routed returns the router's reading of r's body for a copy scanning with
+// blockSize, if it has one.
+func routed(r *http.Request, blockSize int) *routedChat {
+	rc, _ := r.Context().Value(routedKey{}).(*routedChat)
+	if rc == nil || rc.blockSize != blockSize {
 		return nil
 	}
-	return scan
+	return rc
 }
 
 func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
@@ -403,8 +432,12 @@ func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
 		c.gw.observe(c.clock, start, &gatewayWriter{code: http.StatusBadRequest})
 		return
 	}
-	i := c.pick(body)
-	req := r.Clone(r.Context())
+	i, rc := c.pick(body)
+	ctx := r.Context()
+	if rc != nil && !c.rereads {
+		ctx = context.WithValue(ctx, routedKey{}, rc)
+	}
+	req := r.Clone(ctx)
 	req.Body = bodyReader(body)
 	req.ContentLength = int64(len(body))
 	gw := &gatewayWriter{ResponseWriter: w, code: http.StatusOK, clock: c.clock}
@@ -505,75 +538,6 @@ func (c *Cluster) metrics(w http.ResponseWriter, _ *http.Request) {
 }
 
 func pair(name, value string) *dto.LabelPair { return &dto.LabelPair{Name: &name, Value: &value} }
-
-// gatewayWriter watches an answer on its way to the caller: its status, when
-// the first token and the last write went out, and the tokens it carried.
-type gatewayWriter struct {
-	http.ResponseWriter
-	clock     *timescale.Clock
-	code      int
-	first     time.Time // first write with a token
-	last      time.Time
-	chunks    int          // streamed chunks with a finish_reason member (role chunk included)
-	tail      bytes.Buffer // the end of the answer, where usage sits
-	done      bool         // the stream ended with [DONE], or a plain answer was written
-	aborted   bool
-	streaming bool
-}
-
-func (g *gatewayWriter) WriteHeader(code int) {
-	g.code = code
-	g.streaming = bytes.HasPrefix([]byte(g.Header().Get("Content-Type")), []byte("text/event-stream"))
-	g.ResponseWriter.WriteHeader(code)
-}
-
-var finishMember = []byte(`"finish_reason"`)
-
-func (g *gatewayWriter) Write(b []byte) (int, error) {
-	now := g.clock.Time()
-	if g.first.IsZero() {
-		g.first = now
-	}
-	g.last = now
-	g.chunks += bytes.Count(b, finishMember)
-	g.tail.Write(b)
-	if n := g.tail.Len(); n > 4096 {
-		g.tail.Next(n - 4096)
-	}
-	if !g.streaming || bytes.Contains(b, []byte("data: [DONE]")) {
-		g.done = true
-	}
-	return g.ResponseWriter.Write(b)
-}
-
-func (g *gatewayWriter) Flush() {
-	if f, ok := g.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-func (g *gatewayWriter) Unwrap() http.ResponseWriter { return g.ResponseWriter }
-
-var (
-	promptTokensRe     = regexp.MustCompile(`"prompt_tokens":(\d+)`)
-	completionTokensRe = regexp.MustCompile(`"completion_tokens":(\d+)`)
-)
-
-// tokens reads the usage the answer reported, or counts streamed chunks
-// (without the role chunk) when it reported none.
-func (g *gatewayWriter) tokens() (in, out int, ok bool) {
-	t := g.tail.Bytes()
-	pm, cm := promptTokensRe.FindSubmatch(t), completionTokensRe.FindSubmatch(t)
-	if pm != nil && cm != nil {
-		in, _ = strconv.Atoi(string(pm[1]))
-		out, _ = strconv.Atoi(string(cm[1]))
-		return in, out, true
-	}
-	if g.streaming && g.chunks > 1 {
-		return 0, g.chunks - 1, false
-	}
-	return 0, 0, false
-}
 
 // OpenTelemetry's advisory bucket boundaries for the gen_ai metrics.
 var (

@@ -27,15 +27,32 @@ type streamCase struct {
 // read with its modelled time, then the /metrics page.
 func directTranscript(t *testing.T, handlerWrites bool, cases []streamCase) string {
 	t.Helper()
+	return transcript(t, cases, func(o Options) (server, error) {
+		s, err := New(o)
+		if err == nil {
+			s.handlerWrites = handlerWrites
+		}
+		return s, err
+	})
+}
+
+// server is a Sim or a Cluster.
+type server interface {
+	Start(addr string) (string, error)
+	Close() error
+}
+
+// transcript serves what build makes on a virtual clock and sends it cases.
+func transcript(t *testing.T, cases []streamCase, build func(Options) (server, error)) string {
+	t.Helper()
 	clock := timescale.NewVirtual()
 	net := memnet.New(clock)
 	p := tinyProfile()
 	p.MaxNumSeqs = 4 // some requests queue
-	s, err := New(Options{Profile: p, Clock: clock, Net: net, Seed: 7})
+	s, err := build(Options{Profile: p, Clock: clock, Net: net, Seed: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.handlerWrites = handlerWrites
 	out := make([]strings.Builder, len(cases))
 	var page []byte
 	clock.Run(func() {
@@ -104,6 +121,41 @@ func directTranscript(t *testing.T, handlerWrites bool, cases []streamCase) stri
 // token, plain answers, clients that leave mid-answer or run out of time),
 // and the same /metrics page after.
 func TestDirectStreamMatchesHandlerWrites(t *testing.T) {
+	cases := streamCases()
+	handler := directTranscript(t, true, cases)
+	direct := directTranscript(t, false, cases)
+	compareTranscripts(t, "the engine's writes", "the handler's", direct, handler)
+	// The comparison must have seen what it claims to (reads are quoted).
+	for _, want := range []string{
+		`tool_calls\"`, `finish_reason\":\"length`, `finish_reason\":\"tool_calls`, `data: [DONE]`, `\"object\":\"chat.completion\"`,
+		"context deadline exceeded", "status 404",
+		`vllm:request_success_total{engine="0",finished_reason="abort",model_name="tiny-model"} 2`,
+	} {
+		if !strings.Contains(direct, want) {
+			t.Errorf("the transcript lacks %s", want)
+		}
+	}
+}
+
+// compareTranscripts fails at the first line where got differs from want.
+func compareTranscripts(t *testing.T, gotName, wantName, got, want string) {
+	t.Helper()
+	if got == want {
+		return
+	}
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(gl) && i < len(wl); i++ {
+		if gl[i] != wl[i] {
+			t.Fatalf("%s differ from %s at line %d:\n%s: %s\n%s: %s", gotName, wantName, i+1, gotName, gl[i], wantName, wl[i])
+		}
+	}
+	t.Fatalf("%s differ from %s: %d lines against %d", gotName, wantName, len(gl), len(wl))
+}
+
+// streamCases are clients of every kind: streamed text of several lengths
+// (some sharing a prefix), a tool call, a one-token answer, a plain answer,
+// one that leaves, one that runs out of time, one for another model.
+func streamCases() []streamCase {
 	chat := func(prompt string, maxTokens int, stream bool) string {
 		return string(chatJSON("tiny-model", prompt, maxTokens, stream))
 	}
@@ -121,26 +173,5 @@ func TestDirectStreamMatchesHandlerWrites(t *testing.T) {
 		streamCase{body: chat(words("late", 0, 200), 60, true), start: 15 * time.Millisecond, deadline: 400 * time.Millisecond},
 		streamCase{body: `{"model":"other","messages":[{"role":"user","content":"hi"}],"stream":true}`, start: 40 * time.Millisecond},
 	)
-	handler := directTranscript(t, true, cases)
-	direct := directTranscript(t, false, cases)
-	if handler != direct {
-		hl, dl := strings.Split(handler, "\n"), strings.Split(direct, "\n")
-		for i := 0; i < len(hl) && i < len(dl); i++ {
-			if hl[i] != dl[i] {
-				t.Fatalf("the engine's writes differ from the handler's at line %d:\nhandler: %s\ndirect:  %s", i+1, hl[i], dl[i])
-			}
-		}
-		t.Fatalf("the engine's writes differ from the handler's: %d lines against %d", len(dl), len(hl))
-	}
-	// The comparison must have seen what it claims to.
-	// The comparison must have seen what it claims to (reads are quoted).
-	for _, want := range []string{
-		`tool_calls\"`, `finish_reason\":\"length`, `finish_reason\":\"tool_calls`, `data: [DONE]`, `\"object\":\"chat.completion\"`,
-		"context deadline exceeded", "status 404",
-		`vllm:request_success_total{engine="0",finished_reason="abort",model_name="tiny-model"} 2`,
-	} {
-		if !strings.Contains(direct, want) {
-			t.Errorf("the transcript lacks %s", want)
-		}
-	}
+	return cases
 }
