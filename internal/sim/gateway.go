@@ -62,6 +62,9 @@ func (g *gatewayWriter) Write(b []byte) (int, error) {
 // keep appends b to the tail, first dropping what no longer falls in the
 // last tailBytes when the tail would pass twice that.
 func (g *gatewayWriter) keep(b []byte) {
+	if g.tail == nil {
+		g.tail = make([]byte, 0, 2*tailBytes) // what it grows to in a long answer
+	}
 	if len(b) >= tailBytes {
 		g.tail = append(g.tail[:0], b[len(b)-tailBytes:]...)
 		return
