@@ -33,7 +33,7 @@ func (b *chatBody) unwritten() bool { return b.src != nil && b.i <= 1 && b.parts
 // writePrompt writes the prompt's text into dst, which is exactly its
 // length: a reader with room for the whole prompt gets it without a copy.
 func (b *chatBody) writePrompt(dst []byte) error {
-	out := b.src.AppendTo(dst[:0])
+	out := b.src.AppendTo(dst[:0:len(dst)]) // nothing past dst: the reader's bytes after it are not ours
 	if len(out) != len(dst) {
 		return fmt.Errorf("the prompt wrote %d bytes, not the %d its length said: the request body would not be valid", len(out), len(dst))
 	}

@@ -85,8 +85,19 @@ func TestPromptBodyMatchesBody(t *testing.T) {
 			t.Errorf("%s: read %.80s, %.80s and %.80s, want %.80s", c.model, whole, pieces, wrote.Bytes(), want.Bytes())
 		}
 	}
+	// a read that ends with the prompt writes nothing past it
 	cl := NewClient("http://127.0.0.1:1", "m")
 	var buf bytes.Buffer
+	for tokens := 150; tokens < 170; tokens++ {
+		// a trace of its own: written straight into the reader's bytes, not copied from the memo
+		body := cl.promptBody(&buf, b.Text(fmt.Sprint("trace_", tokens), 2, []int64{4, 5, 6}, tokens), 7)
+		upto := len(body.parts[0]) + body.plen
+		p := make([]byte, upto, upto+16)
+		copy(p[:cap(p)], bytes.Repeat([]byte("#"), cap(p)))
+		if n, err := body.Read(p); n != upto || err != nil || string(p[upto:cap(p)]) != "################" {
+			t.Errorf("%d tokens: read %d of %d bytes (%v); the 16 bytes past them read %q", tokens, n, upto, err, p[upto:cap(p)])
+		}
+	}
 	for _, size := range []int{0, 4} { // whole, in pieces
 		body := cl.promptBody(&buf, &countingPrompt{text: []byte("words"), lie: 1}, 7)
 		p := make([]byte, body.Len()+size)
