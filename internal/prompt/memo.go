@@ -7,10 +7,12 @@ import (
 )
 
 // Memo remembers recent prompts so that a turn whose hash ids start as an
-// earlier turn's did (an agent's next turn extends its conversation) copies
-// that turn's text for the blocks they share and writes only the rest. The
-// text is byte for byte what Append writes without it (a block's words
-// depend only on the seed, the trace and the block's id). It is safe for
+// earlier turn's did (an agent's next turn extends its conversation, and
+// every play of a trace replays the same blocks) copies that turn's text
+// for the blocks they share and writes only the rest: its own marker, the
+// blocks past them, a cut block and filler. The text is byte for byte what
+// Append writes without it (a block's words depend only on the seed, the
+// trace and the block's id). It is safe for
 // concurrent use; give one to every Builder of a run through Builder.Memo.
 type Memo struct {
 	mu     sync.Mutex
@@ -26,21 +28,23 @@ type Memo struct {
 // sessions (a heavy turn is about 1 MB of text).
 const MemoBytes = 128 << 20
 
-// memoKey names the prompts that can share text: one play of one trace,
-// built with one seed and block length.
+// memoKey names the prompts that can share text: the plays of one trace,
+// built with one seed and block length (a block's words depend on those
+// and its id only; the marker, which differs from play to play, is not
+// held).
 type memoKey struct {
 	trace string
-	play  uint64
 	seed  uint64
 	block int // words per block
 }
 
 // Prompts of one key kept at most (a session's conversation and its
-// subagents' share the key).
-const memoPerKey = 4
+// subagents' share the key, in every play of it).
+const memoPerKey = 8
 
-// memoEntry is one prompt: its text, its ids, and where each full block's
-// words end in the text (ends[0] is the marker's end).
+// memoEntry is one prompt past its marker: its text, its ids, and where
+// each full block's words end in the text (ends[0] is 0, the first block's
+// start).
 type memoEntry struct {
 	key  memoKey
 	text []byte
@@ -57,7 +61,7 @@ func NewMemo(budget int) *Memo { return &Memo{budget: budget, byKey: map[memoKey
 // longest run of leading full blocks (at most full) that a remembered
 // prompt of key shares with ids: gen(text, ends, done) appends to text,
 // which holds the marker and done blocks whose ends are in ends (relative
-// to the prompt's start; empty when done is 0), the rest of the prompt,
+// to the first block's start; empty when done is 0), the rest of the prompt,
 // and records in ends where its further full blocks end. When the shared
 // prompt's full blocks are all shared (the play's next turn), it is
 // extended in place and copied to dst once; otherwise the shared text is
@@ -86,7 +90,10 @@ func (m *Memo) build(dst []byte, key memoKey, ids []int64, full int, gen func(te
 		start -= ends[len(ends)-1]
 	}
 	dst = gen(dst, &ends, k)
-	m.keep(key, dst[start:], ids[:len(ends)-1], ends)
+	if e == nil || k < len(ends)-1 {
+		// a prompt whose full blocks e all holds is served by e
+		m.keep(key, dst[start:], ids[:len(ends)-1], ends)
+	}
 	return dst
 }
 

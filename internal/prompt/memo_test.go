@@ -35,6 +35,8 @@ func TestMemoMatchesAppend(t *testing.T) {
 			for i := range 6 {
 				convs = append(convs, &conv{trace: fmt.Sprintf("trace_%d", i%3), play: uint64(i / 3), ids: ids(1000*i, 4)})
 			}
+			// other plays of a trace replaying the same conversation
+			convs = append(convs, &conv{trace: "trace_0", play: 40, ids: ids(0, 4)}, &conv{trace: "trace_1", play: 1 << 33, ids: ids(1000, 4)})
 			for step := range 600 {
 				c := convs[r.IntN(len(convs))]
 				ids := c.ids
@@ -92,5 +94,34 @@ func BenchmarkMemo(b *testing.B) {
 				dst = bld.Append(dst[:0], "trace", 0, next, 135_000)
 			}
 		})
+	}
+}
+
+// Plays of one trace share the text of their blocks through the memo; each
+// keeps its own marker and filler.
+func TestMemoSharesBlocksAcrossPlays(t *testing.T) {
+	plain := Builder{Seed: 5}
+	with := plain
+	with.Memo = NewMemo(MemoBytes)
+	conv := ids(0, 40)
+	first := with.Append(nil, "trace", 1, conv[:30], 30*64+10)
+	if want := plain.Append(nil, "trace", 1, conv[:30], 30*64+10); !bytes.Equal(first, want) {
+		t.Fatal("play 1 differs with the memo")
+	}
+	for _, play := range []uint64{2, 1000, 1 << 40} {
+		for _, n := range []int{30, 10, 40} {
+			before := with.Memo.copied
+			got := with.Append(nil, "trace", play, conv[:n], n*64+7)
+			if want := plain.Append(nil, "trace", play, conv[:n], n*64+7); !bytes.Equal(got, want) {
+				t.Fatalf("play %d, %d blocks: differs with the memo", play, n)
+			}
+			if l := with.Len("trace", play, conv[:n], n*64+7); l != len(got) {
+				t.Fatalf("play %d, %d blocks: Len %d, wrote %d", play, n, l, len(got))
+			}
+			// the blocks play 1 wrote (30 of them) are copied, not written
+			if copied := with.Memo.copied - before; copied < int64(len(got))*min(int64(n), 30)/int64(n)-200 {
+				t.Errorf("play %d, %d blocks: %d of %d bytes copied from the memo", play, n, copied, len(got))
+			}
+		}
 	}
 }

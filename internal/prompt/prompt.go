@@ -68,38 +68,45 @@ func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64
 	// trace never share it.
 	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
 	if b.Memo == nil || tokens <= MarkerWords {
-		return b.appendFrom(dst, nil, th, playKey, play, hashIDs, tokens, block, 0)
+		return b.appendFrom(dst, th, playKey, play, hashIDs, tokens, block)
 	}
-	key := memoKey{trace: traceID, play: play, seed: b.Seed, block: block}
+	// The blocks' text is the same in every play of the trace: the memo
+	// holds it without the marker, for all of them.
+	dst = appendMarker(dst, playKey, play)
+	key := memoKey{trace: traceID, seed: b.Seed, block: block}
 	return b.Memo.build(dst, key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block), func(text []byte, ends *[]int, done int) []byte {
-		return b.appendFrom(text, ends, th, playKey, play, hashIDs, tokens, block, done)
+		return b.appendBlocks(text, ends, th, playKey, hashIDs, tokens, block, done)
 	})
 }
 
-// appendFrom is Append from block done on (0: the marker first); dst
-// already holds the marker and blocks before done. With ends set, it
-// records where the marker and each full block end (relative to the
-// prompt's start) past the first len(*ends) already recorded.
-func (b Builder) appendFrom(dst []byte, ends *[]int, th, playKey, play uint64, hashIDs []int64, tokens, block, done int) []byte {
+// appendFrom is Append without a memo.
+func (b Builder) appendFrom(dst []byte, th, playKey, play uint64, hashIDs []int64, tokens, block int) []byte {
+	if tokens == 1 {
+		return appendSymbols(append(dst, 'p'), playKey, 12)
+	}
+	return b.appendBlocks(appendMarker(dst, playKey, play), nil, th, playKey, hashIDs, tokens, block, 0)
+}
+
+// appendMarker appends the play marker's two words.
+func appendMarker(dst []byte, playKey, play uint64) []byte {
+	dst = appendSymbols(append(dst, 'p'), playKey, 12)
+	return appendNumber(append(dst, ' ', 'n'), play)
+}
+
+// appendBlocks appends what follows the marker (tokens words in all, the
+// marker's included) from block done on; dst already holds the marker and
+// the blocks before done. With ends set, it records where each full block
+// ends, relative to where the first block starts (ends[0], 0), past the
+// first len(*ends) already recorded (none when done is 0).
+func (b Builder) appendBlocks(dst []byte, ends *[]int, th, playKey uint64, hashIDs []int64, tokens, block, done int) []byte {
 	start := len(dst)
-	if ends != nil && len(*ends) > 0 {
+	if ends != nil {
+		if done == 0 {
+			*ends = append((*ends)[:0], 0)
+		}
 		start -= (*ends)[len(*ends)-1]
 	}
 	left := tokens - MarkerWords - done*block
-	if done == 0 {
-		dst = append(dst, 'p')
-		dst = appendSymbols(dst, playKey, 12)
-		left = tokens - 1
-		if left == 0 {
-			return dst
-		}
-		dst = append(dst, ' ', 'n')
-		dst = appendNumber(dst, play)
-		left--
-		if ends != nil {
-			*ends = append((*ends)[:0], len(dst)-start)
-		}
-	}
 	blockKey := mix(b.Seed^0x626c6f636b) ^ th
 	for _, id := range hashIDs[done:] {
 		if left == 0 {
@@ -138,20 +145,18 @@ func (b Builder) Len(traceID string, play uint64, hashIDs []int64, tokens int) i
 	}
 	th := hashString(traceID)
 	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
-	n, done := 0, 0
+	n := 1 + 12 // the marker's first word: 'p' and 12 symbols
+	if tokens == 1 {
+		return n
+	}
+	n += 2 + len(appendNumber(make([]byte, 0, 16), play))
+	done := 0
 	if b.Memo != nil && tokens > MarkerWords {
-		key := memoKey{trace: traceID, play: play, seed: b.Seed, block: block}
-		n, done = b.Memo.shared(key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block))
+		key := memoKey{trace: traceID, seed: b.Seed, block: block}
+		shared, k := b.Memo.shared(key, hashIDs, min(len(hashIDs), (tokens-MarkerWords)/block))
+		n, done = n+shared, k
 	}
 	left := tokens - MarkerWords - done*block
-	if done == 0 {
-		n = 1 + 12 // the marker's first word: 'p' and 12 symbols
-		if left = tokens - 1; left == 0 {
-			return n
-		}
-		n += 2 + len(appendNumber(make([]byte, 0, 16), play))
-		left--
-	}
 	blockKey := mix(b.Seed^0x626c6f636b) ^ th
 	for _, id := range hashIDs[done:] {
 		if left == 0 {
