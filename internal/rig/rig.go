@@ -401,7 +401,9 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	}
 
 	tel := r.o.Telemetry
-	var recent []signal.Sample // the scrape loop calls OnSample from one goroutine
+	// the scrape loop calls OnSample from one goroutine at a time, in order;
+	// on a virtual clock off the clock, so it must not wait on the clock
+	var recent []signal.Sample
 	book := sweep.NewBook(func(rec load.Record) {
 		files.records.Write(rec)
 		tel.RequestDone(rec.Error)

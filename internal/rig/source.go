@@ -114,6 +114,16 @@ func fixedURLs(n int) string {
 // Scrape reads every source at once and sums their samples; a source that
 // fails is named in Sample.Errors, and the error is non-nil only when none
 // answered.
+// ScrapeLater reads the targets now and, on a virtual clock, parses them on
+// a goroutine of its own (signal.Scraper.ScrapeLater); a source that also
+// asks a Prometheus server scrapes whole, as Scrape does.
+func (m *metricsSource) ScrapeLater(ctx context.Context, at time.Duration) *signal.Pending {
+	if m.prom == nil {
+		return m.scraper.ScrapeLater(ctx, at)
+	}
+	return signal.Finished(m.Scrape(ctx, at))
+}
+
 func (m *metricsSource) Scrape(ctx context.Context, at time.Duration) (signal.Sample, error) {
 	switch {
 	case m.prom == nil:

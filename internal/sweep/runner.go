@@ -79,6 +79,8 @@ type Runner struct {
 	Source Source
 	Book   *Book
 	// OnSample and OnStep persist what the sweep learns as it goes; either may be nil.
+	// OnSample is called one sample at a time, in order; on a virtual clock
+	// it runs off the clock (beside it), so it must not wait on the clock.
 	OnSample func(signal.Sample)
 	OnStep   func(StepResult)
 	// OnStepStart, if set, is told each step's index and sessions as it starts.
