@@ -145,3 +145,26 @@ func (g *gatewayWriter) tokens() (in, out int, ok bool) {
 	}
 	return 0, 0, false
 }
+
+// routedChat is the router's reading of a chat body (fastChat's), which the
+// copy it picked takes instead of reading and scanning the body again: the
+// same bytes give the same request and the same scan.
+type routedChat struct {
+	body      []byte
+	req       chatRequest
+	scan      *promptScan
+	blockSize int
+}
+
+// routedKey is the request context key of a *routedChat.
+type routedKey struct{}
+
+// routed returns the router's reading of r's body for a copy scanning with
+// blockSize, if it has one.
+func routed(r *http.Request, blockSize int) *routedChat {
+	rc, _ := r.Context().Value(routedKey{}).(*routedChat)
+	if rc == nil || rc.blockSize != blockSize {
+		return nil
+	}
+	return rc
+}
