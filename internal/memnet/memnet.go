@@ -25,6 +25,83 @@ type Net struct {
 	mu    sync.Mutex
 	hosts map[string]http.Handler
 	n     int
+	// prepared is the bytes of request bodies read ahead for a Preparer
+	// and not yet handed back (at most preparedBytes).
+	prepared int64
+}
+
+// Preparer is a host that can do a request's pure work before the request's
+// turn on the clock: when a request with a body of known length reaches it,
+// memnet reads the body and calls Prepare off the clock, on a goroutine of
+// its own, while the clock goes on running other goroutines; the handler
+// takes the result with Prepared. The result must depend on the request and
+// body alone, and Prepare must not wait on the clock, so what the handler
+// computes is the same as without it, only sooner: the clock keeps one
+// goroutine running at a time, and this work uses another core meanwhile.
+type Preparer interface {
+	http.Handler
+	Prepare(req *http.Request, body []byte) any
+}
+
+// preparedBytes bounds the bodies read ahead and not yet handed back: a
+// fleet's thousands of lanes all send at modelled time 0, and a body read
+// ahead is held until its handler runs.
+const preparedBytes = 256 << 20
+
+// prep is a request body read ahead, and what Prepare made of it.
+type prep struct {
+	done chan struct{} // closed when both are ready
+	body []byte
+	err  error
+	v    any
+}
+
+type preparedKey struct{}
+
+// Prepared returns what the host's Prepare made of the request whose
+// context this is, waiting for it (the handler's goroutine holds its turn
+// meanwhile, so modelled time does not move); nil when the request was not
+// prepared or Prepare returned nil.
+func Prepared(ctx context.Context) any {
+	p, _ := ctx.Value(preparedKey{}).(*prep)
+	if p == nil {
+		return nil
+	}
+	<-p.done
+	return p.v
+}
+
+// readAhead reads req's body and runs pr.Prepare on it off the clock, when
+// the bodies read ahead leave room for it; nil when they do not.
+func (n *Net) readAhead(pr Preparer, req *http.Request) *prep {
+	size := req.ContentLength
+	n.mu.Lock()
+	if n.prepared+size > preparedBytes {
+		n.mu.Unlock()
+		return nil
+	}
+	n.prepared += size
+	n.mu.Unlock()
+	p := &prep{done: make(chan struct{})}
+	// The client's goroutine waits in RoundTrip for the response head, and
+	// RoundTrip waits for this before it returns, so nothing else reads
+	// the body meanwhile.
+	go func() {
+		defer close(p.done)
+		p.body, p.err = readAll(req.Body, size)
+		if p.err == nil {
+			p.v = pr.Prepare(req, p.body)
+		}
+	}()
+	return p
+}
+
+// handBack waits for p and lets its bytes count no more against the bound.
+func (n *Net) handBack(p *prep, size int64) {
+	<-p.done
+	n.mu.Lock()
+	n.prepared -= size
+	n.mu.Unlock()
 }
 
 // New returns an empty network on clock.
@@ -73,7 +150,17 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &net.OpError{Op: "dial", Net: "memnet", Err: fmt.Errorf("connect to %s: connection refused", req.URL.Host)}
 	}
 	body := &reqBody{}
+	var ahead *prep
+	if pr, ok := h.(Preparer); ok && req.Body != nil && req.ContentLength > 0 {
+		ahead = n.readAhead(pr, req)
+	}
 	switch {
+	case ahead != nil:
+		body.ahead, body.left = ahead, req.ContentLength
+		defer func() {
+			n.handBack(ahead, req.ContentLength)
+			req.Body.Close()
+		}()
 	case req.Body != nil && req.ContentLength > 0:
 		// The handler reads the client's body itself; what it has not read
 		// when the round trip returns is copied then (detach).
@@ -88,6 +175,9 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		body.b, body.left = b, int64(len(b))
 	}
 	ctx, cancel := n.clock.WithCancel(req.Context())
+	if ahead != nil {
+		ctx = context.WithValue(ctx, preparedKey{}, ahead)
+	}
 	sreq := req.Clone(ctx)
 	sreq.Body = body
 	sreq.ContentLength = body.left
@@ -154,16 +244,25 @@ func readAll(r io.Reader, size int64) ([]byte, error) {
 // without a length is copied whole before the handler starts. b lets go of
 // its bytes as they are read.
 type reqBody struct {
-	mu   sync.Mutex
-	src  io.ReadCloser // the client's body, until detached
-	left int64         // bytes of src the length promises and the handler has not read
-	b    []byte        // what is left to read once detached
-	err  error         // what reading src failed with
+	mu    sync.Mutex
+	ahead *prep         // the body read ahead for a Preparer, until first read
+	src   io.ReadCloser // the client's body, until detached
+	left  int64         // bytes of src the length promises and the handler has not read
+	b     []byte        // what is left to read once detached
+	err   error         // what reading src failed with
 }
 
 func (r *reqBody) Read(p []byte) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if a := r.ahead; a != nil {
+		// read ahead off the clock: wait for it, holding the turn
+		<-a.done
+		r.ahead, r.b, r.err, r.left = nil, a.body, a.err, 0
+		if a.err == io.ErrUnexpectedEOF || errors.Is(a.err, io.ErrUnexpectedEOF) {
+			r.err = io.ErrUnexpectedEOF
+		}
+	}
 	if r.src != nil {
 		if r.left <= 0 {
 			return 0, io.EOF

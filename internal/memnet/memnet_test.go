@@ -151,3 +151,64 @@ func TestReadAllChecksTheLength(t *testing.T) {
 		t.Errorf("long body: %q, %v", b, err)
 	}
 }
+
+// echoPreparer reads the body in Prepare (off the clock) and says so; its
+// handler writes what Prepared gave it and the body it reads itself.
+type echoPreparer struct{ prepared *int }
+
+func (e echoPreparer) Prepare(r *http.Request, body []byte) any {
+	return "prepared:" + string(body)
+}
+
+func (e echoPreparer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	v, _ := Prepared(r.Context()).(string)
+	if v != "" {
+		*e.prepared++
+	}
+	body, err := io.ReadAll(r.Body)
+	fmt.Fprintf(w, "%s|%s|%v", v, body, err)
+}
+
+// A Preparer's handler gets what Prepare made of the body, and still reads
+// the same body itself; a body of unknown length is not prepared; past the
+// read-ahead bound, requests are served as without a Preparer.
+func TestPreparerReadsAhead(t *testing.T) {
+	c := timescale.NewVirtual()
+	n := New(c)
+	var prepared int
+	base := n.Serve(echoPreparer{&prepared})
+	post := func(body io.Reader) string {
+		resp, err := n.Client().Post(base+"/x", "text/plain", body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	c.Run(func() {
+		if got := post(strings.NewReader("hello")); got != "prepared:hello|hello|<nil>" {
+			t.Errorf("prepared request: %q", got)
+		}
+		if got := post(io.MultiReader(strings.NewReader("no length"))); got != "|no length|<nil>" {
+			t.Errorf("body of unknown length: %q", got)
+		}
+		n.mu.Lock()
+		n.prepared = preparedBytes // the bound is taken
+		n.mu.Unlock()
+		if got := post(strings.NewReader("full")); got != "|full|<nil>" {
+			t.Errorf("past the bound: %q", got)
+		}
+		n.mu.Lock()
+		n.prepared = 0
+		n.mu.Unlock()
+	})
+	if prepared != 1 {
+		t.Errorf("%d requests prepared, want 1", prepared)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.prepared != 0 {
+		t.Errorf("%d bytes still counted as read ahead after every round trip", n.prepared)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/memnet"
 	"github.com/headroom-bench/headroom/internal/timescale"
 )
 
@@ -163,8 +164,34 @@ type routedKey struct{}
 // blockSize, if it has one.
 func routed(r *http.Request, blockSize int) *routedChat {
 	rc, _ := r.Context().Value(routedKey{}).(*routedChat)
+	if rc == nil {
+		rc, _ = memnet.Prepared(r.Context()).(*routedChat)
+	}
 	if rc == nil || rc.blockSize != blockSize {
 		return nil
 	}
 	return rc
+}
+
+// preparing is an engine's handler on an in-memory network: a chat
+// request's body is read and scanned off the clock, before its handler's
+// turn (memnet.Preparer), the reading the handler would make itself (the
+// scan cache's resumed scans are the full scan's to the bit).
+type preparing struct {
+	http.Handler
+	s *Sim
+}
+
+// Prepare reads a chat completion body as the handler does; nil for
+// anything else, or a body the fast path does not read.
+func (p preparing) Prepare(req *http.Request, body []byte) any {
+	if req.Method != http.MethodPost || req.URL.Path != "/v1/chat/completions" || int64(len(body)) > maxBodyBytes {
+		return nil
+	}
+	bs := p.s.prof.BlockSize
+	cr, scan, ok := p.s.scans.fastChat(body, bs)
+	if !ok {
+		return nil
+	}
+	return &routedChat{body: body, req: cr, scan: scan, blockSize: bs}
 }

@@ -350,6 +350,9 @@ func New(opts Options) (*Sim, error) {
 	s.life.Store(s.newLife(fs.profile))
 	s.armFaults(fs, nil)
 	s.handler = s.routes()
+	if s.net != nil {
+		s.handler = preparing{Handler: s.handler, s: s}
+	}
 	return s, nil
 }
 
