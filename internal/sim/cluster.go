@@ -169,6 +169,9 @@ func NewCluster(o ClusterOptions) (*Cluster, error) {
 	mux.HandleFunc("/admin/faults", c.admin)
 	mux.HandleFunc("/", c.forward) // /v1/models, /tokenize, /health: any copy that is up
 	c.handler = mux
+	if c.net != nil && c.router == PrefixAffinity {
+		c.handler = clusterPreparing{Handler: mux, c: c}
+	}
 	return c, nil
 }
 
@@ -335,12 +338,18 @@ const maxAffinity = 1 << 20
 
 // pick chooses the copy for a chat body, with the router's reading of it
 // when it has one for the copy to use (nil otherwise).
-func (c *Cluster) pick(body []byte) (int, *routedChat) {
+func (c *Cluster) pick(body []byte, prep *clusterPrep) (int, *routedChat) {
 	switch c.router {
 	case LeastLoaded:
 		return c.leastLoaded(), nil
 	case PrefixAffinity:
-		scan, rc := c.scanPrompt(body)
+		var scan *promptScan
+		var rc *routedChat
+		if prep != nil {
+			scan, rc = prep.scan, prep.rc // scanned off the clock (clusterPreparing)
+		} else {
+			scan, rc = c.scanPrompt(body)
+		}
 		if scan == nil {
 			return c.leastLoaded(), nil
 		}
@@ -403,13 +412,20 @@ func (c *Cluster) scanPrompt(body []byte) (scan *promptScan, rc *routedChat) {
 
 func (c *Cluster) chat(w http.ResponseWriter, r *http.Request) {
 	start := c.clock.Time()
-	body, err := readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength)
+	prep, _ := memnet.Prepared(r.Context()).(*clusterPrep)
+	var body []byte
+	var err error
+	if prep != nil {
+		body = prep.body
+	} else {
+		body, err = readBody(http.MaxBytesReader(w, r.Body, maxBodyBytes), r.ContentLength)
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "reading the request body: "+err.Error())
 		c.gw.observe(c.clock, start, &gatewayWriter{code: http.StatusBadRequest})
 		return
 	}
-	i, rc := c.pick(body)
+	i, rc := c.pick(body, prep)
 	ctx := r.Context()
 	if rc != nil && !c.rereads {
 		ctx = context.WithValue(ctx, routedKey{}, rc)

@@ -195,3 +195,27 @@ func (p preparing) Prepare(req *http.Request, body []byte) any {
 	}
 	return &routedChat{body: body, req: cr, scan: scan, blockSize: bs}
 }
+
+// clusterPreparing is a prefix-affinity gateway's handler on an in-memory
+// network: a chat body is read and its prompt scanned off the clock, before
+// the handler's turn (memnet.Preparer); the routing itself, which reads and
+// writes the affinity table and the copies' loads, stays on the clock.
+type clusterPreparing struct {
+	http.Handler
+	c *Cluster
+}
+
+// clusterPrep is a chat body read ahead and the router's scan of it.
+type clusterPrep struct {
+	body []byte
+	scan *promptScan
+	rc   *routedChat
+}
+
+func (p clusterPreparing) Prepare(req *http.Request, body []byte) any {
+	if req.Method != http.MethodPost || req.URL.Path != "/v1/chat/completions" || int64(len(body)) > maxBodyBytes {
+		return nil
+	}
+	scan, rc := p.c.scanPrompt(body)
+	return &clusterPrep{body: body, scan: scan, rc: rc}
+}

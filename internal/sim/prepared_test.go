@@ -61,3 +61,49 @@ func (c countingPreparer) Prepare(req *http.Request, body []byte) any {
 	}
 	return v
 }
+
+// TestPreparedRoutingMatchesGatewayReading: a prefix-affinity gateway on an
+// in-memory network scans chat bodies off the clock (clusterPreparing);
+// every client read, instant and the /metrics page are the same as when
+// its handler reads and scans them.
+func TestPreparedRoutingMatchesGatewayReading(t *testing.T) {
+	cases := append(streamCases(),
+		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 900), 10, true)), start: 50 * time.Millisecond},
+		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 1300), 10, true)), start: 900 * time.Millisecond},
+	)
+	var calls atomic.Int64
+	build := func(prepare bool) func(Options) (server, error) {
+		return func(o Options) (server, error) {
+			c, err := NewCluster(ClusterOptions{Options: o, Copies: 2, Router: PrefixAffinity})
+			if err != nil {
+				return nil, err
+			}
+			p, ok := c.handler.(clusterPreparing)
+			if !ok {
+				t.Fatalf("a prefix-affinity gateway on an in-memory network serves %T, want clusterPreparing", c.handler)
+			}
+			if prepare {
+				c.handler = countingClusterPreparer{p, &calls}
+			} else {
+				c.handler = p.Handler
+			}
+			return c, nil
+		}
+	}
+	prepared := transcript(t, cases, build(true))
+	read := transcript(t, cases, build(false))
+	compareTranscripts(t, "prepared routing", "the gateway's own reading", prepared, read)
+	if calls.Load() == 0 {
+		t.Error("Prepare never ran: the comparison did not exercise it")
+	}
+}
+
+type countingClusterPreparer struct {
+	clusterPreparing
+	calls *atomic.Int64
+}
+
+func (c countingClusterPreparer) Prepare(req *http.Request, body []byte) any {
+	c.calls.Add(1)
+	return c.clusterPreparing.Prepare(req, body)
+}
