@@ -45,10 +45,11 @@ func TestClusterRouters(t *testing.T) {
 	tests := []struct {
 		name   string
 		router string
+		scale  float64
 		check  func(t *testing.T, c *Cluster, url string)
 	}{
 		// Round robin: six requests over three copies, two each.
-		{"round robin", RoundRobin, func(t *testing.T, c *Cluster, url string) {
+		{"round robin", RoundRobin, 500, func(t *testing.T, c *Cluster, url string) {
 			for i := range 6 {
 				streamChat(t, url, "tiny-model", words(fmt.Sprintf("rr%d-", i), 0, 20), 2)
 			}
@@ -56,8 +57,12 @@ func TestClusterRouters(t *testing.T) {
 				t.Errorf("requests per copy %v, want 2 each", got)
 			}
 		}},
-		// Least loaded: while one copy holds a long stream, short requests go elsewhere.
-		{"least loaded", LeastLoaded, func(t *testing.T, c *Cluster, url string) {
+		// Least loaded: while one copy holds a long stream, short requests go
+		// elsewhere. At x20 the long stream (1,500 tokens of 10 ms) holds its
+		// copy for 0.75 s of wall time, far past the four short requests
+		// even under the race detector (at x500 it was 30 ms, and they
+		// sometimes outlasted it).
+		{"least loaded", LeastLoaded, 20, func(t *testing.T, c *Cluster, url string) {
 			var wg sync.WaitGroup
 			wg.Go(func() { streamChat(t, url, "tiny-model", words("long", 0, 20), 1500) })
 			busy := -1
@@ -81,7 +86,7 @@ func TestClusterRouters(t *testing.T) {
 		// Prefix affinity: each session's growing turns land on one copy and
 		// hit its cache (two sessions over three copies: round robin would
 		// send every turn to another copy).
-		{"prefix affinity", PrefixAffinity, func(t *testing.T, c *Cluster, url string) {
+		{"prefix affinity", PrefixAffinity, 500, func(t *testing.T, c *Cluster, url string) {
 			for turn := range 3 {
 				for sess := range 2 {
 					res := streamChat(t, url, "tiny-model", words(fmt.Sprintf("s%d-", sess), 0, 200+100*turn), 2)
@@ -95,7 +100,7 @@ func TestClusterRouters(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, url := startCluster(t, 3, tc.router, 500)
+			c, url := startCluster(t, 3, tc.router, tc.scale)
 			tc.check(t, c, url)
 		})
 	}
