@@ -8,38 +8,29 @@ import (
 	"time"
 )
 
-// TestPreparedReadingMatchesHandlerReading: on an in-memory network a chat
-// body is read and scanned off the clock before its handler's turn
-// (preparing, memnet.Preparer); every client read, modelled instant and
-// the /metrics page are the same as when the handler reads and scans the
-// body itself.
-func TestPreparedReadingMatchesHandlerReading(t *testing.T) {
-	cases := append(streamCases(),
+// preparedCases are the stream cases and one conversation's turns, long
+// enough for the scan caches.
+func preparedCases() []streamCase {
+	return append(streamCases(),
 		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 900), 10, true)), start: 50 * time.Millisecond},
 		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 1300), 10, true)), start: 900 * time.Millisecond},
 	)
+}
+
+// comparePrepared runs the cases against a server whose in-memory host
+// prepares chat bodies off the clock (handler: counting its Prepare calls)
+// and against the same server with the plain handler, and compares every
+// client read, instant and /metrics page.
+func comparePrepared(t *testing.T, what string, build func(o Options, prepare bool, calls *atomic.Int64) (server, error)) {
+	t.Helper()
 	var calls atomic.Int64
-	build := func(prepare bool) func(Options) (server, error) {
-		return func(o Options) (server, error) {
-			s, err := New(o)
-			if err != nil {
-				return nil, err
-			}
-			p, ok := s.handler.(preparing)
-			if !ok {
-				t.Fatalf("a simulator on an in-memory network serves %T, want preparing", s.handler)
-			}
-			if prepare {
-				s.handler = countingPreparer{p, &calls}
-			} else {
-				s.handler = p.Handler
-			}
-			return s, nil
-		}
+	with := func(prepare bool) func(Options) (server, error) {
+		return func(o Options) (server, error) { return build(o, prepare, &calls) }
 	}
-	prepared := transcript(t, cases, build(true))
-	read := transcript(t, cases, build(false))
-	compareTranscripts(t, "prepared readings", "the handler's own", prepared, read)
+	cases := preparedCases()
+	prepared := transcript(t, cases, with(true))
+	read := transcript(t, cases, with(false))
+	compareTranscripts(t, "prepared "+what, "the handler's own reading", prepared, read)
 	if !strings.Contains(prepared, "data: [DONE]") {
 		t.Error("the transcript holds no finished stream")
 	}
@@ -48,62 +39,61 @@ func TestPreparedReadingMatchesHandlerReading(t *testing.T) {
 	}
 }
 
-// countingPreparer counts the chat bodies preparing read ahead.
-type countingPreparer struct {
-	preparing
-	calls *atomic.Int64
-}
-
-func (c countingPreparer) Prepare(req *http.Request, body []byte) any {
-	v := c.preparing.Prepare(req, body)
-	if v != nil {
-		c.calls.Add(1)
-	}
-	return v
+// TestPreparedReadingMatchesHandlerReading: on an in-memory network a chat
+// body is read and scanned off the clock before its handler's turn
+// (preparing, memnet.Preparer), with the same result as when the handler
+// reads and scans it itself.
+func TestPreparedReadingMatchesHandlerReading(t *testing.T) {
+	comparePrepared(t, "readings", func(o Options, prepare bool, calls *atomic.Int64) (server, error) {
+		s, err := New(o)
+		if err != nil {
+			return nil, err
+		}
+		p, ok := s.handler.(preparing)
+		if !ok {
+			t.Fatalf("a simulator on an in-memory network serves %T, want preparing", s.handler)
+		}
+		s.handler = p.Handler
+		if prepare {
+			s.handler = countingPreparer{p, calls}
+		}
+		return s, nil
+	})
 }
 
 // TestPreparedRoutingMatchesGatewayReading: a prefix-affinity gateway on an
-// in-memory network scans chat bodies off the clock (clusterPreparing);
-// every client read, instant and the /metrics page are the same as when
-// its handler reads and scans them.
+// in-memory network scans chat bodies off the clock (clusterPreparing),
+// with the same result as when its handler reads and scans them.
 func TestPreparedRoutingMatchesGatewayReading(t *testing.T) {
-	cases := append(streamCases(),
-		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 900), 10, true)), start: 50 * time.Millisecond},
-		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 1300), 10, true)), start: 900 * time.Millisecond},
-	)
-	var calls atomic.Int64
-	build := func(prepare bool) func(Options) (server, error) {
-		return func(o Options) (server, error) {
-			c, err := NewCluster(ClusterOptions{Options: o, Copies: 2, Router: PrefixAffinity})
-			if err != nil {
-				return nil, err
-			}
-			p, ok := c.handler.(clusterPreparing)
-			if !ok {
-				t.Fatalf("a prefix-affinity gateway on an in-memory network serves %T, want clusterPreparing", c.handler)
-			}
-			if prepare {
-				c.handler = countingClusterPreparer{p, &calls}
-			} else {
-				c.handler = p.Handler
-			}
-			return c, nil
+	comparePrepared(t, "routing", func(o Options, prepare bool, calls *atomic.Int64) (server, error) {
+		c, err := NewCluster(ClusterOptions{Options: o, Copies: 2, Router: PrefixAffinity})
+		if err != nil {
+			return nil, err
 		}
-	}
-	prepared := transcript(t, cases, build(true))
-	read := transcript(t, cases, build(false))
-	compareTranscripts(t, "prepared routing", "the gateway's own reading", prepared, read)
-	if calls.Load() == 0 {
-		t.Error("Prepare never ran: the comparison did not exercise it")
-	}
+		p, ok := c.handler.(clusterPreparing)
+		if !ok {
+			t.Fatalf("a prefix-affinity gateway on an in-memory network serves %T, want clusterPreparing", c.handler)
+		}
+		c.handler = p.Handler
+		if prepare {
+			c.handler = countingPreparer{p, calls}
+		}
+		return c, nil
+	})
 }
 
-type countingClusterPreparer struct {
-	clusterPreparing
+// countingPreparer counts the bodies a host's Prepare read.
+type countingPreparer struct {
+	p interface {
+		http.Handler
+		Prepare(*http.Request, []byte) any
+	}
 	calls *atomic.Int64
 }
 
-func (c countingClusterPreparer) Prepare(req *http.Request, body []byte) any {
+func (c countingPreparer) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.p.ServeHTTP(w, r) }
+
+func (c countingPreparer) Prepare(req *http.Request, body []byte) any {
 	c.calls.Add(1)
-	return c.clusterPreparing.Prepare(req, body)
+	return c.p.Prepare(req, body)
 }
