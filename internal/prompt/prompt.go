@@ -54,19 +54,7 @@ func (b Builder) Append(dst []byte, traceID string, play uint64, hashIDs []int64
 	if tokens <= 0 {
 		return dst
 	}
-	block := b.BlockSize
-	if block <= 0 {
-		block = DefaultBlockSize
-	}
-	if f := b.TokensPerWord; f > 0 && f != 1 {
-		tokens = max(1, int(math.Round(float64(tokens)/f)))
-		block = max(1, int(math.Round(float64(block)/f)))
-	}
-	th := hashString(traceID)
-	// Marker: the first word differs between any two plays of any trace with
-	// near certainty; the second spells the play number, so two plays of one
-	// trace never share it.
-	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
+	tokens, block, th, playKey := b.scaled(traceID, play, tokens)
 	if b.Memo == nil || tokens <= MarkerWords {
 		return b.appendFrom(dst, th, playKey, play, hashIDs, tokens, block)
 	}
@@ -127,6 +115,23 @@ func (b Builder) appendBlocks(dst []byte, ends *[]int, th, playKey uint64, hashI
 	return dst
 }
 
+// scaled is a prompt's length and block length in words (tokens scaled by
+// TokensPerWord), its trace's hash, and its play's marker key: the first
+// word differs between any two plays of any trace with near certainty; the
+// second spells the play number, so two plays of one trace never share it.
+func (b Builder) scaled(traceID string, play uint64, tokens int) (words, block int, th, playKey uint64) {
+	block = b.BlockSize
+	if block <= 0 {
+		block = DefaultBlockSize
+	}
+	if f := b.TokensPerWord; f > 0 && f != 1 {
+		tokens = max(1, int(math.Round(float64(tokens)/f)))
+		block = max(1, int(math.Round(float64(block)/f)))
+	}
+	th = hashString(traceID)
+	return tokens, block, th, mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
+}
+
 // Len is len(Append(nil, traceID, play, hashIDs, tokens)), found without
 // writing the text: a word's length is drawn as its symbols are, and the
 // blocks a prompt shares with one the Memo holds are counted by the
@@ -135,16 +140,7 @@ func (b Builder) Len(traceID string, play uint64, hashIDs []int64, tokens int) i
 	if tokens <= 0 {
 		return 0
 	}
-	block := b.BlockSize
-	if block <= 0 {
-		block = DefaultBlockSize
-	}
-	if f := b.TokensPerWord; f > 0 && f != 1 {
-		tokens = max(1, int(math.Round(float64(tokens)/f)))
-		block = max(1, int(math.Round(float64(block)/f)))
-	}
-	th := hashString(traceID)
-	playKey := mix(b.Seed ^ mix(th^0x706c6179) ^ mix(play+0x9e3779b97f4a7c15))
+	tokens, block, th, playKey := b.scaled(traceID, play, tokens)
 	n := 1 + 12 // the marker's first word: 'p' and 12 symbols
 	if tokens == 1 {
 		return n
