@@ -130,7 +130,7 @@ func (c *Client) StreamReleasing(ctx context.Context, prompt []byte, maxTokens i
 		body.rel = &releaser{f: release}
 		body.rel.n.Store(2) // this body, and the round trip
 	}
-	return c.stream(ctx, body, deadline)
+	return c.stream(ctx, body, deadline, nil)
 }
 
 // StreamPrompt is Stream for a prompt that is written as the request body
@@ -142,14 +142,19 @@ func (c *Client) StreamReleasing(ctx context.Context, prompt []byte, maxTokens i
 // back once it is read. p's bytes must stand in a JSON string as they
 // are (prompt.Text's do); they are not checked.
 func (c *Client) StreamPrompt(ctx context.Context, p Prompt, maxTokens int, deadline time.Duration) (res Result) {
+	return c.streamPrompt(ctx, p, maxTokens, deadline, nil)
+}
+
+func (c *Client) streamPrompt(ctx context.Context, p Prompt, maxTokens int, deadline time.Duration, onHead func()) (res Result) {
 	buf := c.bufs.Get().(*bytes.Buffer)
 	defer c.bufs.Put(buf)
 	buf.Reset()
-	return c.stream(ctx, c.promptBody(buf, p, maxTokens), deadline)
+	return c.stream(ctx, c.promptBody(buf, p, maxTokens), deadline, onHead)
 }
 
-// stream sends body and reads the answer's stream.
-func (c *Client) stream(ctx context.Context, body *chatBody, deadline time.Duration) (res Result) {
+// stream sends body and reads the answer's stream; onHead, when not nil,
+// is called once the answer's head has come back.
+func (c *Client) stream(ctx context.Context, body *chatBody, deadline time.Duration, onHead func()) (res Result) {
 	var rctx context.Context
 	var cancel context.CancelFunc
 	if c.clock != nil {
@@ -181,6 +186,9 @@ func (c *Client) stream(ctx context.Context, body *chatBody, deadline time.Durat
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := c.http.Do(req)
 	body.rel.done()
+	if onHead != nil && err == nil {
+		onHead()
+	}
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {

@@ -68,6 +68,8 @@ type TierShare struct {
 // session ends.
 type Generator struct {
 	o          Options
+	aheadMu    sync.Mutex
+	aheads     map[aheadKey]aheadTurn // turns read ahead of their send, not sent yet
 	retry      RetryPolicy
 	mu         sync.Mutex
 	lanes      []*lane
@@ -372,6 +374,7 @@ func (g *Generator) play(l *lane, s Session, p plan, play int, first bool, rng *
 		}
 	}
 	c := g.o.Clock
+	defer g.dropAheads(marker) // after the subagents below have ended
 	wg := c.NewGroup()
 	defer func() { _ = wg.Wait(context.Background()) }()
 	done := make([]*timescale.Signal, len(p.branches))
@@ -409,7 +412,11 @@ func (g *Generator) play(l *lane, s Session, p plan, play int, first bool, rng *
 				return
 			}
 		}
-		rec := g.try(l, s, marker, play, i)
+		next := -1
+		if pos+1 < len(p.parent) {
+			next = p.parent[pos+1]
+		}
+		rec := g.try(l, s, marker, play, i, next)
 		if rec.Failed() {
 			if rec.Error == ErrAborted || g.stopped(l) {
 				return
@@ -441,7 +448,11 @@ func (g *Generator) branch(l *lane, s Session, marker uint64, play int, turns []
 				return
 			}
 		}
-		rec := g.try(l, s, marker, play, i)
+		next := -1
+		if k+1 < len(turns) {
+			next = turns[k+1]
+		}
+		rec := g.try(l, s, marker, play, i, next)
 		if rec.Failed() {
 			if rec.Error != ErrAborted && !g.stopped(l) {
 				g.abandon(l, s, play, turns[k+1:], rec)
@@ -460,7 +471,7 @@ func (g *Generator) prime(l *lane, s Session, marker uint64, play, i int) (Recor
 	g.priming.Pending++
 	g.primeMu.Unlock()
 	began := g.o.Clock.Now()
-	rec, after := g.send(l, s, marker, play, i, PhasePrime, 0)
+	rec, after := g.send(l, s, marker, play, i, PhasePrime, 0, -1)
 	ended := g.o.Clock.Now()
 	g.primeMu.Lock()
 	g.priming.Pending--
@@ -495,7 +506,7 @@ var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 // send sends try attempt of turn i and records it; it returns the record
 // and the wait a refusal's Retry-After asked for.
-func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase string, attempt int) (Record, time.Duration) {
+func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase string, attempt, next int) (Record, time.Duration) {
 	g.emitDue()
 	t := s.Turns[i]
 	b := g.o.Prompts
@@ -513,8 +524,13 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	var text *prompt.Text
 	var bp *[]byte
 	var release func()
+	var ahead *Ahead
+	normal := phase == "" && attempt == 0
 	if c.Virtual() {
-		text = b.Text(s.ID, marker, t.HashIDs, t.In)
+		text, ahead = g.takeAhead(marker, i, normal, max(t.Out, 1))
+		if text == nil {
+			text = b.Text(s.ID, marker, t.HashIDs, t.In)
+		}
 	} else {
 		bp = bufPool.Get().(*[]byte)
 		var put sync.Once
@@ -557,7 +573,11 @@ func (g *Generator) send(l *lane, s Session, marker uint64, play, i int, phase s
 	}
 	var res Result
 	if text != nil {
-		res = g.o.Client.StreamPrompt(g.ctx, text, maxTokens, c.Real(timeout))
+		var onHead func()
+		if normal && next >= 0 {
+			onHead = func() { g.readAhead(s, marker, next) }
+		}
+		res = g.o.Client.StreamPromptAhead(g.ctx, text, maxTokens, c.Real(timeout), ahead, onHead)
 	} else {
 		res = g.o.Client.StreamReleasing(g.ctx, *bp, maxTokens, c.Real(timeout), release)
 	}

@@ -125,10 +125,12 @@ func parseRetryAfter(v string, now time.Time) (d time.Duration, ok bool) {
 
 // try sends turn i of a play, trying it again after a wait while the
 // failure is one a retry gets past and attempts are left. It returns the
-// last try's record: failed when the conversation cannot go on.
-func (g *Generator) try(l *lane, s Session, marker uint64, play, i int) Record {
+// last try's record: failed when the conversation cannot go on. next is
+// the turn the play sends after it (-1 for none), read ahead where the
+// transport can (Generator.readAhead).
+func (g *Generator) try(l *lane, s Session, marker uint64, play, i, next int) Record {
 	for attempt := 0; ; attempt++ {
-		rec, after := g.send(l, s, marker, play, i, "", attempt)
+		rec, after := g.send(l, s, marker, play, i, "", attempt, next)
 		if !rec.Failed() {
 			l.streak.Store(0)
 			return rec

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/headroom-bench/headroom/internal/timescale"
 )
@@ -54,6 +55,55 @@ type prep struct {
 	body []byte
 	err  error
 	v    any
+	// for a body read ahead of its send (ReadAhead): the network and host
+	// it was read for, its length, and whether it was used or discarded
+	n    *Net
+	host string
+	size int64
+	used atomic.Bool
+}
+
+type aheadKey struct{}
+
+// ReadAhead reads the body of a request the caller will send later, and
+// prepares it for its host, off the clock, as a Preparer's requests are
+// (a client that knows its next request while its last answer streams
+// starts it here, so the work is done by the time the request is sent).
+// The request to send later must carry the context that with returns and
+// the same body, byte for byte (its length is checked); discard lets the
+// bytes go when it will not be sent. Both are nil when the host is not a
+// Preparer, the body's length is unknown, or the bodies read ahead are at
+// their bound.
+func (t roundTripper) ReadAhead(req *http.Request) (with func(context.Context) context.Context, discard func()) {
+	n := t.n
+	n.mu.Lock()
+	h := n.hosts[req.URL.Host]
+	n.mu.Unlock()
+	pr, ok := h.(Preparer)
+	if !ok || req.Body == nil || req.ContentLength <= 0 {
+		return nil, nil
+	}
+	p := n.readAhead(pr, req)
+	if p == nil {
+		return nil, nil
+	}
+	p.n, p.host, p.size = n, req.URL.Host, req.ContentLength
+	return func(ctx context.Context) context.Context { return context.WithValue(ctx, aheadKey{}, p) },
+		func() {
+			if p.used.CompareAndSwap(false, true) {
+				n.handBack(p, p.size)
+			}
+		}
+}
+
+// readAheadFor is the body read ahead for req (ReadAhead), if req's context
+// carries one for this network and host, of req's length, not used before.
+func (n *Net) readAheadFor(req *http.Request) *prep {
+	p, _ := req.Context().Value(aheadKey{}).(*prep)
+	if p == nil || p.n != n || p.host != req.URL.Host || p.size != req.ContentLength || !p.used.CompareAndSwap(false, true) {
+		return nil
+	}
+	return p
 }
 
 type preparedKey struct{}
@@ -152,7 +202,9 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	body := &reqBody{}
 	var ahead *prep
 	if pr, ok := h.(Preparer); ok && req.Body != nil && req.ContentLength > 0 {
-		ahead = n.readAhead(pr, req)
+		if ahead = n.readAheadFor(req); ahead == nil {
+			ahead = n.readAhead(pr, req)
+		}
 	}
 	switch {
 	case ahead != nil:

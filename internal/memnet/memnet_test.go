@@ -212,3 +212,63 @@ func TestPreparerReadsAhead(t *testing.T) {
 		t.Errorf("%d bytes still counted as read ahead after every round trip", n.prepared)
 	}
 }
+
+// A request read ahead of its send (ReadAhead) is served from what was read
+// then, once; a request of another length, or sent without the context,
+// is read as usual; discarding one gives its bytes back.
+func TestReadAheadOfTheSend(t *testing.T) {
+	c := timescale.NewVirtual()
+	n := New(c)
+	var prepared int
+	base := n.Serve(echoPreparer{&prepared})
+	rt := n.Transport().(roundTripper)
+	ahead := func(body string) (func(context.Context) context.Context, func()) {
+		req, _ := http.NewRequest(http.MethodPost, base+"/x", strings.NewReader(body))
+		return rt.ReadAhead(req)
+	}
+	post := func(ctx context.Context, body string) string {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/x", strings.NewReader(body))
+		resp, err := n.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	c.Run(func() {
+		// the same length and another text shows which bytes were served:
+		// the ones read ahead (a caller sends the same bytes)
+		with, discard := ahead("hello")
+		ctx := with(context.Background())
+		if got := post(ctx, "HELLO"); got != "prepared:hello|hello|<nil>" {
+			t.Errorf("sent with the context: %q, want the body read ahead", got)
+		}
+		if got := post(ctx, "HELLO"); got != "prepared:HELLO|HELLO|<nil>" {
+			t.Errorf("sent again with a used read-ahead: %q, want its own body", got)
+		}
+		discard() // after its use: nothing
+		with, discard = ahead("hello")
+		if got := post(with(context.Background()), "hello!"); got != "prepared:hello!|hello!|<nil>" {
+			t.Errorf("another length: %q, want its own body", got)
+		}
+		discard()
+		with, discard = ahead("hello")
+		discard()
+		if got := post(with(context.Background()), "HELLO"); got != "prepared:HELLO|HELLO|<nil>" {
+			t.Errorf("discarded read-ahead: %q, want its own body", got)
+		}
+	})
+	n.mu.Lock()
+	left := n.prepared
+	n.mu.Unlock()
+	if left != 0 {
+		t.Errorf("%d bytes still counted as read ahead", left)
+	}
+	// a host that is not a Preparer reads nothing ahead
+	plain := n.Serve(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	req, _ := http.NewRequest(http.MethodPost, plain+"/x", strings.NewReader("x"))
+	if with, _ := rt.ReadAhead(req); with != nil {
+		t.Error("a plain host's request was read ahead")
+	}
+}
