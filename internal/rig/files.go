@@ -92,6 +92,9 @@ type Saved struct {
 	// flight when its step was judged reads as in flight (see judgedView),
 	// and its outcome, which came later, is left out.
 	Records []load.Record
+	// Outcomes are every request's final record, in file order: a request
+	// in flight when its step was judged appears with its later outcome.
+	Outcomes []load.Record
 	// Warnings say what could not be read: a torn last line a killed run
 	// left behind is skipped.
 	Warnings []string
@@ -162,6 +165,9 @@ func ReadRun(d *report.Dir) (Saved, error) {
 		}
 		if !r.Late {
 			s.Records = append(s.Records, judgedView(r))
+		}
+		if !r.InFlight {
+			s.Outcomes = append(s.Outcomes, r.Record)
 		}
 		return nil
 	}); err != nil {
