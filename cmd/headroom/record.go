@@ -165,13 +165,9 @@ types are kept: they are the shape being shared.`,
 		Example: `  headroom traces anonymise traces.jsonl.gz -o shareable.jsonl.gz`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			var all []trace.Trace
-			for _, p := range paths {
-				ts, err := trace.ReadPath(p)
-				if err != nil {
-					return err
-				}
-				all = append(all, ts...)
+			all, err := readTraces(paths)
+			if err != nil {
+				return err
 			}
 			salt := make([]byte, 32)
 			if _, err := rand.Read(salt); err != nil {

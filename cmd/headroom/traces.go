@@ -31,13 +31,9 @@ requests, subagent requests included.`,
   headroom traces stats --json traces/ | jq '.tiers[0]'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, paths []string) error {
-			var all []trace.Trace
-			for _, p := range paths {
-				ts, err := trace.ReadPath(p)
-				if err != nil {
-					return err
-				}
-				all = append(all, ts...)
+			all, err := readTraces(paths)
+			if err != nil {
+				return err
 			}
 			if len(all) == 0 {
 				return fmt.Errorf("no traces in %s", strings.Join(paths, ", "))
@@ -96,4 +92,18 @@ requests, subagent requests included.`,
 	synth.Flags().StringVarP(&out, "output", "o", "-", "file to write (JSONL, one trace per line); - for stdout")
 	cmd.AddCommand(stats, synth, anonymiseCmd(stdout))
 	return cmd
+}
+
+// readTraces reads every path's traces (a file or a directory of them), in
+// order.
+func readTraces(paths []string) ([]trace.Trace, error) {
+	var all []trace.Trace
+	for _, p := range paths {
+		ts, err := trace.ReadPath(p)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ts...)
+	}
+	return all, nil
 }
