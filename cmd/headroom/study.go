@@ -24,28 +24,28 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 		asJSON        bool
 		out           string
 	)
-	load := func() ([]config.Run, error) {
-		if len(files) == 0 {
-			return []config.Run{config.Default()}, nil
+	// inputs are the run files (the default run without -f) and the
+	// directory the study's runs go to (a fresh temporary one without -o)
+	inputs := func() ([]config.Run, string, error) {
+		cfgs := []config.Run{config.Default()}
+		if len(files) > 0 {
+			cfgs = nil
 		}
-		var cfgs []config.Run
 		for _, f := range files {
 			cfg, err := config.Load(f)
 			if err != nil {
-				return nil, err
+				return nil, "", err
 			}
 			if cfg.Recipe.Endpoint != config.SimEndpoint {
-				return nil, fmt.Errorf("%s: recipe.endpoint is %s: a study runs on the built-in simulator (endpoint: sim)", f, cfg.Recipe.Endpoint)
+				return nil, "", fmt.Errorf("%s: recipe.endpoint is %s: a study runs on the built-in simulator (endpoint: sim)", f, cfg.Recipe.Endpoint)
 			}
 			cfgs = append(cfgs, cfg)
 		}
-		return cfgs, nil
-	}
-	dir := func() (string, error) {
 		if out != "" {
-			return out, nil
+			return cfgs, out, nil
 		}
-		return os.MkdirTemp("", "headroom-study-")
+		d, err := os.MkdirTemp("", "headroom-study-")
+		return cfgs, d, err
 	}
 	coverage := &cobra.Command{
 		Use:   "coverage",
@@ -60,11 +60,7 @@ less means the intervals are too narrow.`,
   headroom sim study coverage -f examples/reference/0-vllm.yaml --seeds 20 --longer 4 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfgs, err := load()
-			if err != nil {
-				return err
-			}
-			d, err := dir()
+			cfgs, d, err := inputs()
 			if err != nil {
 				return err
 			}
@@ -100,11 +96,7 @@ spent, warm-up included, with the capacity and interval each found.`,
 		Example: `  headroom sim study sweeps -f examples/reference/0-vllm.yaml -f examples/reference/3-vllm-x2.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfgs, err := load()
-			if err != nil {
-				return err
-			}
-			d, err := dir()
+			cfgs, d, err := inputs()
 			if err != nil {
 				return err
 			}
