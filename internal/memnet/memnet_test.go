@@ -152,6 +152,19 @@ func TestReadAllChecksTheLength(t *testing.T) {
 	}
 }
 
+// postBody posts body to url over n and returns the answer's body.
+func postBody(t *testing.T, n *Net, ctx context.Context, url string, body io.Reader) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
+	resp, err := n.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
 // echoPreparer reads the body in Prepare (off the clock) and says so; its
 // handler writes what Prepared gave it and the body it reads itself.
 type echoPreparer struct{ prepared *int }
@@ -177,15 +190,7 @@ func TestPreparerReadsAhead(t *testing.T) {
 	n := New(c)
 	var prepared int
 	base := n.Serve(echoPreparer{&prepared})
-	post := func(body io.Reader) string {
-		resp, err := n.Client().Post(base+"/x", "text/plain", body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
-	}
+	post := func(body io.Reader) string { return postBody(t, n, context.Background(), base+"/x", body) }
 	c.Run(func() {
 		if got := post(strings.NewReader("hello")); got != "prepared:hello|hello|<nil>" {
 			t.Errorf("prepared request: %q", got)
@@ -227,14 +232,7 @@ func TestReadAheadOfTheSend(t *testing.T) {
 		return rt.ReadAhead(req)
 	}
 	post := func(ctx context.Context, body string) string {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/x", strings.NewReader(body))
-		resp, err := n.Client().Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return string(b)
+		return postBody(t, n, ctx, base+"/x", strings.NewReader(body))
 	}
 	c.Run(func() {
 		// the same length and another text shows which bytes were served:
