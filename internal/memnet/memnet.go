@@ -55,11 +55,11 @@ type prep struct {
 	body []byte
 	err  error
 	v    any
+	size int64 // the body's length, counted against preparedBytes
 	// for a body read ahead of its send (ReadAhead): the network and host
-	// it was read for, its length, and whether it was used or discarded
+	// it was read for, and whether it was used or discarded
 	n    *Net
 	host string
-	size int64
 	used atomic.Bool
 }
 
@@ -87,11 +87,11 @@ func (t roundTripper) ReadAhead(req *http.Request) (with func(context.Context) c
 	if p == nil {
 		return nil, nil
 	}
-	p.n, p.host, p.size = n, req.URL.Host, req.ContentLength
+	p.n, p.host = n, req.URL.Host
 	return func(ctx context.Context) context.Context { return context.WithValue(ctx, aheadKey{}, p) },
 		func() {
 			if p.used.CompareAndSwap(false, true) {
-				n.handBack(p, p.size)
+				n.handBack(p)
 			}
 		}
 }
@@ -132,10 +132,11 @@ func (n *Net) readAhead(pr Preparer, req *http.Request) *prep {
 	}
 	n.prepared += size
 	n.mu.Unlock()
-	p := &prep{done: make(chan struct{})}
-	// The client's goroutine waits in RoundTrip for the response head, and
-	// RoundTrip waits for this before it returns, so nothing else reads
-	// the body meanwhile.
+	p := &prep{done: make(chan struct{}), size: size}
+	// Nothing else reads the body meanwhile: a request's client waits in
+	// RoundTrip for the response head, and RoundTrip waits for this before
+	// it returns; a request read ahead of its send (ReadAhead) is the
+	// caller's to give away.
 	go func() {
 		defer close(p.done)
 		p.body, p.err = readAll(req.Body, size)
@@ -147,10 +148,10 @@ func (n *Net) readAhead(pr Preparer, req *http.Request) *prep {
 }
 
 // handBack waits for p and lets its bytes count no more against the bound.
-func (n *Net) handBack(p *prep, size int64) {
+func (n *Net) handBack(p *prep) {
 	<-p.done
 	n.mu.Lock()
-	n.prepared -= size
+	n.prepared -= p.size
 	n.mu.Unlock()
 }
 
@@ -210,7 +211,7 @@ func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	case ahead != nil:
 		body.ahead, body.left = ahead, req.ContentLength
 		defer func() {
-			n.handBack(ahead, req.ContentLength)
+			n.handBack(ahead)
 			req.Body.Close()
 		}()
 	case req.Body != nil && req.ContentLength > 0:
@@ -311,7 +312,7 @@ func (r *reqBody) Read(p []byte) (int, error) {
 		// read ahead off the clock: wait for it, holding the turn
 		<-a.done
 		r.ahead, r.b, r.err, r.left = nil, a.body, a.err, 0
-		if a.err == io.ErrUnexpectedEOF || errors.Is(a.err, io.ErrUnexpectedEOF) {
+		if errors.Is(a.err, io.ErrUnexpectedEOF) {
 			r.err = io.ErrUnexpectedEOF
 		}
 	}
