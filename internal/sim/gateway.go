@@ -185,7 +185,7 @@ type preparing struct {
 // Prepare reads a chat completion body as the handler does; nil for
 // anything else, or a body the fast path does not read.
 func (p preparing) Prepare(req *http.Request, body []byte) any {
-	if req.Method != http.MethodPost || req.URL.Path != "/v1/chat/completions" || int64(len(body)) > maxBodyBytes {
+	if !preparable(req, body) {
 		return nil
 	}
 	bs := p.s.prof.BlockSize
@@ -213,9 +213,16 @@ type clusterPrep struct {
 }
 
 func (p clusterPreparing) Prepare(req *http.Request, body []byte) any {
-	if req.Method != http.MethodPost || req.URL.Path != "/v1/chat/completions" || int64(len(body)) > maxBodyBytes {
+	if !preparable(req, body) {
 		return nil
 	}
 	scan, rc := p.c.scanPrompt(body)
 	return &clusterPrep{body: body, scan: scan, rc: rc}
+}
+
+// preparable reports whether a request read ahead is a chat completion
+// whose body the handler would read (not one past maxBodyBytes, which it
+// refuses).
+func preparable(req *http.Request, body []byte) bool {
+	return req.Method == http.MethodPost && req.URL.Path == "/v1/chat/completions" && int64(len(body)) <= maxBodyBytes
 }
