@@ -12,6 +12,13 @@ import (
 // NaN); it is now the last window's share of the requests the server
 // ended in an error, and NaN only without outcome counters or requests.
 func TestLastWindowErrorShare(t *testing.T) {
+	lastWindowErrorShare := func(samples []signal.Sample, window time.Duration) float64 {
+		w, ok := lastWindow(samples, window)
+		if !ok {
+			t.Fatalf("%d samples over %v: no last window", len(samples), window)
+		}
+		return windowErrorShare(w)
+	}
 	at := func(s int, ok, r4xx, r5xx, aborted float64) signal.Sample {
 		return signal.Sample{At: time.Duration(s) * time.Second, Counter: map[string]float64{
 			signal.RequestsOK: ok, signal.HTTP4xx: r4xx, signal.HTTP5xx: r5xx, signal.RequestsAborted: aborted}}

@@ -120,18 +120,32 @@ func stepMessage(recipe string, s sweep.StepResult) live.Message {
 	return live.Message{Text: text, Event: "step", Fields: fields}
 }
 
-// lastWindowP90s are the running P90s the live view shows: the last
-// window's TTFT and interactivity, 0 when not known yet.
-func lastWindowP90s(samples []signal.Sample, window time.Duration) (ttft, inter float64) {
+// lastWindow is the last whole window of samples: what the running
+// figures are read from; false before two samples span one.
+func lastWindow(samples []signal.Sample, window time.Duration) (signal.Window, bool) {
 	if len(samples) < 2 {
-		return 0, 0
+		return signal.Window{}, false
 	}
 	end := samples[len(samples)-1].At
 	ws := signal.Windows(samples, max(0, end-window), end, window)
 	if len(ws) == 0 {
+		return signal.Window{}, false
+	}
+	return ws[len(ws)-1], true
+}
+
+// lastWindowP90s are the running P90s the live view shows: the last
+// window's TTFT and interactivity, 0 when not known yet.
+func lastWindowP90s(samples []signal.Sample, window time.Duration) (ttft, inter float64) {
+	w, ok := lastWindow(samples, window)
+	if !ok {
 		return 0, 0
 	}
-	w := ws[len(ws)-1]
+	return windowP90s(w)
+}
+
+// windowP90s are a window's P90 TTFT and interactivity, 0 when it has none.
+func windowP90s(w signal.Window) (ttft, inter float64) {
 	if h, ok := w.Hist[signal.TTFT]; ok {
 		if v, _, _, ok := h.Quantile(0.9); ok {
 			ttft = v
@@ -145,22 +159,13 @@ func lastWindowP90s(samples []signal.Sample, window time.Duration) (ttft, inter 
 	return ttft, inter
 }
 
-// lastWindowErrorShare is the running error share the live metrics show:
-// of the requests the server ended in the last whole window, those that
-// ended in an error status, an abort or a failure (the judge divides by
-// planned turns instead, which counts unsent and unreached turns too, and
-// reads the whole step). NaN when no request ended in it or the server
-// reports no outcome counters.
-func lastWindowErrorShare(samples []signal.Sample, window time.Duration) float64 {
-	if len(samples) < 2 {
-		return math.NaN()
-	}
-	end := samples[len(samples)-1].At
-	ws := signal.Windows(samples, max(0, end-window), end, window)
-	if len(ws) == 0 {
-		return math.NaN()
-	}
-	w := ws[len(ws)-1]
+// windowErrorShare is the running error share the live metrics show: of
+// the requests the server ended in a window (the last one), the
+// share that ended in an error status, an abort or a failure (the judge
+// divides by planned turns instead, which counts unsent and unreached turns
+// too, and reads the whole step). NaN when no request ended in it or the
+// server reports no outcome counters.
+func windowErrorShare(w signal.Window) float64 {
 	errs, seen := 0.0, false
 	for _, c := range []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAborted, signal.RequestsFailed} {
 		if v, ok := w.Counter[c]; ok {

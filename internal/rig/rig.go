@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"time"
@@ -442,8 +443,13 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 				if len(recent) > 64 {
 					recent = recent[len(recent)-64:]
 				}
-				ttft, inter := lastWindowP90s(recent, seconds(cfg.Sweep.WindowS))
-				tel.ObserveRunning(nanIfZero(ttft), nanIfZero(inter), lastWindowErrorShare(recent, seconds(cfg.Sweep.WindowS)))
+				// the last window, cut once for all three figures
+				ttft, inter, share := 0.0, 0.0, math.NaN()
+				if w, ok := lastWindow(recent, seconds(cfg.Sweep.WindowS)); ok {
+					ttft, inter = windowP90s(w)
+					share = windowErrorShare(w)
+				}
+				tel.ObserveRunning(nanIfZero(ttft), nanIfZero(inter), share)
 			}
 		},
 		OnStepStart: func(i, n int) { tel.SetStep(i, n) },
