@@ -38,12 +38,23 @@ type sse struct {
 	memo       fastMemo
 }
 
+// stampedBody is a response body that says when the bytes its last Read
+// returned were written (memnet's, on the run's clock): stamped by that, a
+// token needs no wake of the client at its instant (memnet.respBody.Stamped).
+type stampedBody interface {
+	Stamped() func() time.Time
+}
+
 // read consumes the SSE stream, stamping the first and last token times.
 func (c *Client) read(body io.Reader, res *Result) (done bool, err error) {
 	br := c.readers.Get().(*bufio.Reader)
 	br.Reset(body)
 	defer func() { br.Reset(nil); c.readers.Put(br) }()
-	return readSSEAt(br, res, c.now)
+	now := c.now
+	if sb, ok := body.(stampedBody); ok && c.clock != nil {
+		now = sb.Stamped()
+	}
+	return readSSEAt(br, res, now)
 }
 
 // readSSE is read over a bufio.Reader whose buffer is shorter than

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/timescale"
 )
@@ -406,7 +407,18 @@ func (w *writer) finish() {
 
 var errClosed = errors.New("memnet: the client closed the response")
 
+// lazyBytes is how much a stamped pipe (pipe.stamped) holds unread before
+// a write wakes its reader: a few dozen token chunks.
+const lazyBytes = 16 << 10
+
 // pipe carries the response body; writes never block.
+//
+// A reader that takes stamps (respBody.Stamped) reads when each byte was
+// written rather than when it reads it, so a write need not wake it: the
+// pipe notes the write's modelled instant and wakes the reader only when
+// the handler returns or lazyBytes are waiting. A streamed answer then
+// costs its client a wake per few dozen tokens, not one per token, with
+// the same stamps.
 type pipe struct {
 	c    *timescale.Clock
 	mu   sync.Mutex
@@ -415,6 +427,19 @@ type pipe struct {
 	eof  bool // the handler returned
 	gone bool // the client closed the body
 	data *timescale.Signal
+	// stamped: the reader takes stamps. marks are where each write of
+	// buf[off:] ends and when it was written (writes of one instant
+	// joined); stamp is the instant of the bytes read last.
+	stamped bool
+	marks   []mark
+	mi      int
+	stamp   time.Time
+}
+
+// mark is the end in pipe.buf of a write, and its instant.
+type mark struct {
+	end int
+	at  time.Time
 }
 
 func (p *pipe) write(b []byte) (int, error) {
@@ -425,10 +450,23 @@ func (p *pipe) write(b []byte) (int, error) {
 	}
 	if p.off == len(p.buf) {
 		p.buf, p.off = p.buf[:0], 0
+		p.marks, p.mi = p.marks[:0], 0
 	}
 	p.buf = append(p.buf, b...)
+	wake := true
+	if p.stamped {
+		at := p.c.Time()
+		if n := len(p.marks); n > p.mi && p.marks[n-1].at.Equal(at) {
+			p.marks[n-1].end = len(p.buf)
+		} else {
+			p.marks = append(p.marks, mark{len(p.buf), at})
+		}
+		wake = len(p.buf)-p.off >= lazyBytes
+	}
 	p.mu.Unlock()
-	p.data.Poke()
+	if wake {
+		p.data.Poke()
+	}
 	return len(b), nil
 }
 
@@ -443,8 +481,17 @@ func (p *pipe) read(ctx context.Context, b []byte) (int, error) {
 	for {
 		p.mu.Lock()
 		if p.off < len(p.buf) {
-			n := copy(b, p.buf[p.off:])
+			end := len(p.buf)
+			if p.stamped {
+				// one write's bytes at a time, so the stamp is theirs
+				m := p.marks[p.mi]
+				end, p.stamp = m.end, m.at
+			}
+			n := copy(b, p.buf[p.off:end])
 			p.off += n
+			if p.stamped && p.off == end {
+				p.mi++
+			}
 			p.mu.Unlock()
 			return n, nil
 		}
@@ -458,7 +505,15 @@ func (p *pipe) read(ctx context.Context, b []byte) (int, error) {
 		}
 		p.mu.Unlock()
 		if _, err := p.c.WaitFor(ctx, "memnet body", -1, p.data); err != nil {
-			return 0, err
+			p.mu.Lock()
+			unread := p.off < len(p.buf)
+			p.mu.Unlock()
+			if !unread {
+				return 0, err
+			}
+			// a stamped reader first reads what was written before its
+			// context ended, as one woken at every write had; the next
+			// read returns the error
 		}
 	}
 }
@@ -471,6 +526,29 @@ type respBody struct {
 }
 
 func (b *respBody) Read(buf []byte) (int, error) { return b.p.read(b.ctx, buf) }
+
+// Stamped makes the body's reads say when their bytes were written: the
+// returned func gives the modelled instant (as Clock.Time reads it) at which
+// the handler wrote the bytes the last Read returned. A Read returns the
+// bytes of one write at most (or of writes at one instant), and from then
+// on a write wakes a waiting Read only once the handler returns or
+// lazyBytes wait (see pipe): a reader that stamps what it reads with this,
+// not the clock's now, sees the stamps it would have seen woken by every
+// write. It is called before the first Read, from the reader's goroutine.
+func (b *respBody) Stamped() func() time.Time {
+	p := b.p
+	p.mu.Lock()
+	if !p.stamped && p.off < len(p.buf) {
+		// written since the head came back: the reader has not run since,
+		// so modelled time has not moved
+		p.marks = append(p.marks[:0], mark{len(p.buf), p.c.Time()})
+		p.mi = 0
+	}
+	p.stamped = true
+	p.mu.Unlock()
+	// only the reader's goroutine sets p.stamp (in read) and reads it here
+	return func() time.Time { return p.stamp }
+}
 
 // Close tells the handler the client went away (its request context is
 // cancelled and its writes fail), as closing a connection does.
