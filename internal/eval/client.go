@@ -104,6 +104,12 @@ type wireRequest struct {
 // deadline; when the deadline passes or ctx is cancelled the connection is
 // closed, so the server sees the client leave.
 func (c *Client) Complete(ctx context.Context, r Request) (Answer, error) {
+	return c.complete(ctx, r, nil)
+}
+
+// complete is Complete, with r's body written ahead (Ahead) when a is not
+// nil.
+func (c *Client) complete(ctx context.Context, r Request, a *Ahead) (Answer, error) {
 	start := c.now()
 	if r.MaxTokens <= 0 {
 		return Answer{}, &RequestError{Class: ClassBadRequest, Err: fmt.Errorf("max_tokens is %d: every eval request must carry a positive max_tokens", r.MaxTokens)}
@@ -111,13 +117,16 @@ func (c *Client) Complete(ctx context.Context, r Request) (Answer, error) {
 	if len(r.Messages) == 0 {
 		return Answer{}, &RequestError{Class: ClassBadRequest, Err: errors.New("the request has no messages")}
 	}
-	w := wireRequest{Model: c.model, Messages: r.Messages, Tools: r.Tools, ToolChoice: r.ToolChoice, MaxTokens: r.MaxTokens, Stream: c.opts.Stream}
-	if c.opts.Stream {
-		w.StreamOptions = &struct {
-			IncludeUsage bool `json:"include_usage"`
-		}{true}
+	var body []byte
+	var err error
+	if a != nil {
+		body, err = a.take()
+		if a.with != nil {
+			ctx = a.with(ctx)
+		}
+	} else {
+		body, err = c.marshal(r)
 	}
-	body, err := json.Marshal(w)
 	if err != nil {
 		return Answer{}, &RequestError{Class: ClassBadRequest, Err: err}
 	}
@@ -129,12 +138,12 @@ func (c *Client) Complete(ctx context.Context, r Request) (Answer, error) {
 		rctx, cancel = context.WithTimeout(ctx, c.opts.Timeout)
 	}
 	defer cancel()
-	a, err := c.send(rctx, body)
-	a.Elapsed = c.now().Sub(start)
+	ans, err := c.send(rctx, body)
+	ans.Elapsed = c.now().Sub(start)
 	if err != nil {
 		var re *RequestError
 		if !errors.As(err, &re) {
-			re = &RequestError{Class: ClassServer, Status: a.Status, Err: err}
+			re = &RequestError{Class: ClassServer, Status: ans.Status, Err: err}
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -143,9 +152,20 @@ func (c *Client) Complete(ctx context.Context, r Request) (Answer, error) {
 			re.Class = ClassTimeout
 			re.Err = fmt.Errorf("no complete answer within %v: %w", c.opts.Timeout, re.Err)
 		}
-		return a, re
+		return ans, re
 	}
-	return a, nil
+	return ans, nil
+}
+
+// marshal writes r's request body.
+func (c *Client) marshal(r Request) ([]byte, error) {
+	w := wireRequest{Model: c.model, Messages: r.Messages, Tools: r.Tools, ToolChoice: r.ToolChoice, MaxTokens: r.MaxTokens, Stream: c.opts.Stream}
+	if c.opts.Stream {
+		w.StreamOptions = &struct {
+			IncludeUsage bool `json:"include_usage"`
+		}{true}
+	}
+	return json.Marshal(w)
 }
 
 func (c *Client) send(ctx context.Context, body []byte) (Answer, error) {

@@ -182,12 +182,25 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 		suite int
 		c     Case
 	}
-	var jobs []job
+	// every suite's cases are built at once, each suite's on a goroutine
+	// of its own (a suite's cases depend on the seed alone): the first
+	// suite's are sent while the others' are built
+	built := make([]chan []Case, len(suites))
 	for i, s := range suites {
-		for _, cs := range s.Cases(o.Seed) {
-			if cs.Suite == "" {
-				cs.Suite = s.Name()
+		built[i] = make(chan []Case, 1)
+		go func() {
+			cases := s.Cases(o.Seed)
+			for k := range cases {
+				if cases[k].Suite == "" {
+					cases[k].Suite = s.Name()
+				}
 			}
+			built[i] <- cases
+		}()
+	}
+	var jobs []job
+	for i := range suites {
+		for _, cs := range <-built[i] {
 			jobs = append(jobs, job{i, cs})
 		}
 	}
@@ -210,15 +223,32 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 	}
 	if o.Concurrency <= 1 {
 		// One at a time, in the caller's goroutine (a virtual clock's run
-		// may start no goroutine of its own).
+		// may start no goroutine on it); a client that can writes each
+		// case's request while the case before it is answered.
+		ac, _ := c.(aheadCompleter)
+		var next *Ahead
+		if ac != nil && len(jobs) > 0 {
+			next = ac.Ahead(jobs[0].c.Request)
+		}
 		for k, j := range jobs {
 			if ctx.Err() != nil {
+				next.Discard()
 				for _, rest := range jobs[k:] {
 					unsent[rest.suite]++
 				}
 				break
 			}
-			tally(j, RunCase(ctx, c, j.c))
+			if ac == nil {
+				tally(j, RunCase(ctx, c, j.c))
+				continue
+			}
+			cur := next
+			next = nil
+			if k+1 < len(jobs) {
+				next = ac.Ahead(jobs[k+1].c.Request)
+			}
+			a, err := ac.CompleteAhead(ctx, j.c.Request, cur)
+			tally(j, Judge(j.c, a, err))
 		}
 	} else {
 		next := make(chan job)
