@@ -285,6 +285,9 @@ func (e *engine) free(r *request) {
 // hash is the one the map holds for it (register and alloc keep them so),
 // so the chain is the map's whatever the guess.
 func (e *engine) prefixHits(r *request, max int) int {
+	if r.chain == nil {
+		r.chain = make([]int32, 0, len(r.hashes)) // its longest: no growing per lookup
+	}
 	if s := r.seed; s != nil {
 		r.seed = nil
 		if len(r.chain) == 0 && s.life == r.life && s.done {
@@ -294,7 +297,7 @@ func (e *engine) prefixHits(r *request, max int) int {
 	valid := 0
 	for valid < len(r.chain) && valid < max {
 		b := r.chain[valid]
-		if !e.kv.hashed[b] || e.kv.hash[b] != r.hashes[valid] {
+		if !e.kv.holds(b, r.hashes[valid]) {
 			break
 		}
 		valid++
@@ -429,6 +432,11 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 	n := min(target-computed, e.plan.budget)
 	if e.blocksFor(computed+n)-hits+reserve > e.kv.available()-taken {
 		return false // wait for blocks, head of line, as both engines do
+	}
+	if r.blocks == nil {
+		// All the blocks it will hold if it runs to its end (within reason):
+		// no growing per iteration.
+		r.blocks = make([]int32, 0, e.blocksFor(r.prompt+min(r.maxTokens, 8192)))
 	}
 	for _, b := range r.chain[:hits] {
 		e.kv.touch(b)

@@ -7,13 +7,14 @@ import "container/list"
 // hashes. Blocks that nobody holds stay cached until they are evicted, least
 // recently freed first; blocks that never held a full prompt block are reused
 // before any cached block is evicted. Only the engine goroutine touches it.
+//
+// A block's state (count, hash, LRU links) is one record, so the work on a
+// block (a prefix check, a touch, a release, an eviction) reads one cache
+// line, not one in each of five arrays.
 type blockPool struct {
-	ref    []int32
-	hash   []uint64
-	hashed []bool
+	blk []blockState
 
 	// LRU list of cached blocks with ref == 0 (evictable), oldest at head.
-	prev, next []int32
 	head, tail int32
 	lruLen     int
 
@@ -24,13 +25,19 @@ type blockPool struct {
 	host   *hostCache // where evicted prefix blocks go; nil without a host tier
 }
 
+// blockState is one block. A block is hashed exactly while byHash maps its
+// hash to it: register sets both, eviction (alloc) drops both, and nothing
+// else changes either.
+type blockState struct {
+	hash       uint64
+	ref        int32
+	prev, next int32 // LRU links while evictable
+	hashed     bool
+}
+
 func newBlockPool(n int) *blockPool {
 	p := &blockPool{
-		ref:    make([]int32, n),
-		hash:   make([]uint64, n),
-		hashed: make([]bool, n),
-		prev:   make([]int32, n),
-		next:   make([]int32, n),
+		blk:    make([]blockState, n),
 		head:   -1,
 		tail:   -1,
 		free:   make([]int32, n),
@@ -42,28 +49,36 @@ func newBlockPool(n int) *blockPool {
 	return p
 }
 
-func (p *blockPool) total() int { return len(p.ref) }
+func (p *blockPool) total() int { return len(p.blk) }
 
 // available is how many blocks can be handed out now (free plus evictable).
 func (p *blockPool) available() int { return len(p.free) + p.lruLen }
 
 // usage is the fraction of blocks held by requests, like vLLM's kv_cache_usage_perc.
-func (p *blockPool) usage() float64 { return float64(p.used) / float64(len(p.ref)) }
+func (p *blockPool) usage() float64 { return float64(p.used) / float64(len(p.blk)) }
 
 // lookup returns the cached block holding hash h, if any.
 func (p *blockPool) lookup(h uint64) (int32, bool) { return p.byHash.get(h) }
 
+// holds reports whether block b caches hash h, which is lookup(h) finding b
+// (see blockState) read from b alone.
+func (p *blockPool) holds(b int32, h uint64) bool {
+	s := &p.blk[b]
+	return s.hashed && s.hash == h
+}
+
 // evictable reports whether b is cached and not held (taking it costs one of
 // the available blocks).
-func (p *blockPool) evictable(b int32) bool { return p.ref[b] == 0 }
+func (p *blockPool) evictable(b int32) bool { return p.blk[b].ref == 0 }
 
 // touch takes a reference on a cached block found by lookup.
 func (p *blockPool) touch(b int32) {
-	if p.ref[b] == 0 {
+	s := &p.blk[b]
+	if s.ref == 0 {
 		p.lruRemove(b)
 		p.used++
 	}
-	p.ref[b]++
+	s.ref++
 }
 
 // alloc hands out a block with no cached content, evicting the least recently
@@ -75,52 +90,56 @@ func (p *blockPool) alloc() int32 {
 		b = p.free[n-1]
 		p.free = p.free[:n-1]
 	} else {
+		// Only hashed blocks are on the LRU list, and a hashed block is the
+		// one byHash maps its hash to (blockState): drop the entry unasked.
 		b = p.head
 		p.lruRemove(b)
-		if cur, ok := p.byHash.get(p.hash[b]); ok && cur == b {
-			p.byHash.remove(p.hash[b])
-			if p.host != nil {
-				p.host.put(p.hash[b])
-			}
+		s := &p.blk[b]
+		p.byHash.remove(s.hash)
+		if p.host != nil {
+			p.host.put(s.hash)
 		}
-		p.hashed[b] = false
+		s.hashed = false
 	}
-	p.ref[b] = 1
+	p.blk[b].ref = 1
 	p.used++
 	return b
 }
 
 // release drops a reference; an unheld cached block becomes evictable.
 func (p *blockPool) release(b int32) {
-	p.ref[b]--
-	if p.ref[b] > 0 {
+	s := &p.blk[b]
+	s.ref--
+	if s.ref > 0 {
 		return
 	}
 	p.used--
-	if p.hashed[b] {
+	if s.hashed {
 		p.lruPush(b)
 	} else {
 		p.free = append(p.free, b)
 	}
 }
 
-// register records that block b now holds the prompt block with hash h. It
-// returns false when another block already caches h (the duplicate stays
-// uncached, as in vLLM).
+// register records that block b, held and not yet hashed, now holds the
+// prompt block with hash h. It returns false when another block already
+// caches h (the duplicate stays uncached, as in vLLM).
 func (p *blockPool) register(b int32, h uint64) bool {
 	if !p.byHash.add(h, b) {
 		return false
 	}
-	p.hash[b] = h
-	p.hashed[b] = true
+	s := &p.blk[b]
+	s.hash = h
+	s.hashed = true
 	return true
 }
 
 func (p *blockPool) lruPush(b int32) {
-	p.prev[b] = p.tail
-	p.next[b] = -1
+	s := &p.blk[b]
+	s.prev = p.tail
+	s.next = -1
 	if p.tail >= 0 {
-		p.next[p.tail] = b
+		p.blk[p.tail].next = b
 	} else {
 		p.head = b
 	}
@@ -129,15 +148,16 @@ func (p *blockPool) lruPush(b int32) {
 }
 
 func (p *blockPool) lruRemove(b int32) {
-	if p.prev[b] >= 0 {
-		p.next[p.prev[b]] = p.next[b]
+	s := &p.blk[b]
+	if s.prev >= 0 {
+		p.blk[s.prev].next = s.next
 	} else {
-		p.head = p.next[b]
+		p.head = s.next
 	}
-	if p.next[b] >= 0 {
-		p.prev[p.next[b]] = p.prev[b]
+	if s.next >= 0 {
+		p.blk[s.next].prev = s.prev
 	} else {
-		p.tail = p.prev[b]
+		p.tail = s.prev
 	}
 	p.lruLen--
 }

@@ -23,7 +23,7 @@ import (
 type streamWriter struct {
 	s            *Sim
 	w            http.ResponseWriter
-	rc           *http.ResponseController
+	flush        func() error
 	r            *request
 	resp         *response
 	includeUsage bool
@@ -77,7 +77,7 @@ func (st *streamWriter) write(n int) error {
 	if _, err := st.w.Write(buf); err != nil {
 		return err
 	}
-	if err := st.rc.Flush(); err != nil {
+	if err := st.flush(); err != nil {
 		return err
 	}
 	if first {
@@ -93,7 +93,7 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 
-	st := &streamWriter{s: s, w: w, rc: rc, r: r, resp: resp, includeUsage: includeUsage, began: began, buf: make([]byte, 0, 8192)}
+	st := &streamWriter{s: s, w: w, flush: flusher(w, rc), r: r, resp: resp, includeUsage: includeUsage, began: began, buf: make([]byte, 0, 8192)}
 	if s.clock.Virtual() && !s.handlerWrites {
 		// The engine cannot land an iteration before this goroutine waits,
 		// so it sees r.direct from the first token on.
@@ -115,6 +115,20 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 			time.Sleep(s.flush)
 		}
 	}
+}
+
+// flusher is how a stream's writes are flushed: by the writer's own method
+// when it has one, which http.ResponseController looks for first, so a
+// token's flush does not search the writer's interfaces again; else by the
+// controller, which searches the writers it wraps.
+func flusher(w http.ResponseWriter, rc *http.ResponseController) func() error {
+	switch f := w.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError
+	case http.Flusher:
+		return func() error { f.Flush(); return nil }
+	}
+	return rc.Flush
 }
 
 // streamLast is the handler's part of a stream the engine writes: it waits
