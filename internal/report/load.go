@@ -63,6 +63,17 @@ type runConfig struct {
 // does not carry it.
 func LoadRun(d *Dir) (Run, error) {
 	var r Run
+	// the gauges' series is read from metrics.jsonl alone, the largest
+	// file: beside the rest
+	type gauges struct {
+		series []GaugePoint
+		err    error
+	}
+	gc := make(chan gauges, 1)
+	go func() {
+		g, err := readGauges(d)
+		gc <- gauges{g, err}
+	}()
 	cfg, cfgErr := readConfig(d)
 	steps, stepsErr := readSteps(d)
 
@@ -98,11 +109,12 @@ func LoadRun(d *Dir) (Run, error) {
 		r.Summary.Mix = &m
 	}
 
-	r.Series, err = readGauges(d)
-	if err != nil {
-		return r, err
-	}
 	r.Tiers, err = readTiers(d, r.Summary.Steps)
+	g := <-gc
+	if g.err != nil {
+		return r, g.err
+	}
+	r.Series = g.series
 	return r, err
 }
 

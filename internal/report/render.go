@@ -18,17 +18,17 @@ const ReportVersion = 1
 // self-contained report.html, and steps.csv and records.csv for
 // spreadsheets. It sends no load and can be run again at any time.
 func Render(d *Dir) error {
+	// records.csv is written from records.jsonl alone: beside the rest
+	csv := make(chan error, 1)
+	go func() { csv <- writeRecordsCSV(d) }()
 	r, err := LoadRun(d)
-	if err != nil {
-		return err
+	if err == nil {
+		err = RenderRun(d, r)
 	}
-	if err := RenderRun(d, r); err != nil {
-		return err
+	if cerr := <-csv; cerr != nil && err == nil {
+		err = fmt.Errorf("write records.csv: %w", cerr)
 	}
-	if err := writeRecordsCSV(d); err != nil {
-		return fmt.Errorf("write records.csv: %w", err)
-	}
-	return nil
+	return err
 }
 
 // RenderRun writes the renderings of a run already in memory, e.g. the run
