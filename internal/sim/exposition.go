@@ -26,12 +26,23 @@ import (
 
 // pageWriter serves metrics pages, keeping its buffers between scrapes.
 // The zero value is ready to use.
-type pageWriter struct{ bufs sync.Pool }
+type pageWriter struct {
+	bufs sync.Pool
+	mu   sync.Mutex // held to write the simulator's own series (seriesPage)
+}
+
+// plainText returns the format promhttp would answer r in, and whether it
+// is the classic text, uncompressed and unfiltered: the one pageWriter
+// writes itself.
+func plainText(r *http.Request) (expfmt.Format, bool) {
+	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+	return format, format.FormatType() == expfmt.TypeTextPlain && r.Header.Get("Accept-Encoding") == "" && (r.URL == nil || r.URL.RawQuery == "")
+}
 
 // serve serves g's families as promhttp.HandlerFor(g, HandlerOpts{}) does.
 func (pw *pageWriter) serve(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer) {
-	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
-	if format.FormatType() != expfmt.TypeTextPlain || r.Header.Get("Accept-Encoding") != "" || (r.URL != nil && r.URL.RawQuery != "") {
+	format, ok := plainText(r)
+	if !ok {
 		promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
@@ -40,10 +51,7 @@ func (pw *pageWriter) serve(w http.ResponseWriter, r *http.Request, g prometheus
 		promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
-	bp, _ := pw.bufs.Get().(*[]byte)
-	if bp == nil {
-		bp = new([]byte)
-	}
+	bp := pw.buffer()
 	defer pw.bufs.Put(bp)
 	page, ok := appendText((*bp)[:0], fams)
 	*bp = page[:0]
@@ -51,6 +59,19 @@ func (pw *pageWriter) serve(w http.ResponseWriter, r *http.Request, g prometheus
 		promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
 	}
+	writePage(w, format, page)
+}
+
+func (pw *pageWriter) buffer() *[]byte {
+	bp, _ := pw.bufs.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	return bp
+}
+
+// writePage writes a page in format with promhttp's headers.
+func writePage(w http.ResponseWriter, format expfmt.Format, page []byte) {
 	h := w.Header()
 	h.Add("Vary", "Accept")
 	h.Add("Vary", "Accept-Encoding")
@@ -166,11 +187,23 @@ func appendFamily(buf []byte, f *dto.MetricFamily) ([]byte, bool) {
 // appendSample is expfmt's writeSample: name and suffix, the labels plus
 // extra (when named) with the value extraValue, the value, the timestamp.
 func appendSample(buf []byte, name, suffix string, m *dto.Metric, extra string, extraValue, v float64) []byte {
+	buf = appendSeriesName(buf, name, suffix, m.Label, extra, extraValue)
+	buf = appendFloat(buf, v)
+	if m.TimestampMs != nil {
+		buf = append(buf, ' ')
+		buf = strconv.AppendInt(buf, *m.TimestampMs, 10)
+	}
+	return append(buf, '\n')
+}
+
+// appendSeriesName is a sample line up to its value: name and suffix, the
+// labels plus extra (when named) with the value extraValue, a space.
+func appendSeriesName(buf []byte, name, suffix string, labels []*dto.LabelPair, extra string, extraValue float64) []byte {
 	buf = append(buf, name...)
 	buf = append(buf, suffix...)
-	if len(m.Label) > 0 || extra != "" {
+	if len(labels) > 0 || extra != "" {
 		sep := byte('{')
-		for _, lp := range m.Label {
+		for _, lp := range labels {
 			buf = append(buf, sep)
 			buf = append(buf, lp.GetName()...)
 			buf = append(buf, `="`...)
@@ -187,13 +220,7 @@ func appendSample(buf []byte, name, suffix string, m *dto.Metric, extra string, 
 		}
 		buf = append(buf, '}')
 	}
-	buf = append(buf, ' ')
-	buf = appendFloat(buf, v)
-	if m.TimestampMs != nil {
-		buf = append(buf, ' ')
-		buf = strconv.AppendInt(buf, *m.TimestampMs, 10)
-	}
-	return append(buf, '\n')
+	return append(buf, ' ')
 }
 
 // appendFloat is expfmt's writeFloat.

@@ -127,12 +127,73 @@ func TestTextPageMatchesPromhttp(t *testing.T) {
 			}
 		}
 	}
-	// Hidden families, through the simulator's own path.
-	want := httptest.NewRecorder()
+	// The simulator's own path: its series written straight, all families
+	// or some hidden, scrape after scrape as the values move (or not).
+	for _, m := range []*metrics{vllm, sglang} {
+		if _, own := m.reg.own(); !own {
+			t.Fatal("a personality's registry holds collectors that are not the simulator's")
+		}
+		for round := range 4 {
+			for _, hidden := range []map[string]bool{nil, hide, {"sglang:token_usage": true, "sglang:num_retractions": true}} {
+				for _, h := range accepts {
+					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+					req.Header = h
+					want := httptest.NewRecorder()
+					promhttp.HandlerFor(hiding(m.reg, hidden), promhttp.HandlerOpts{}).ServeHTTP(want, req)
+					got := httptest.NewRecorder()
+					m.serve(got, req, hidden)
+					if got.Code != want.Code || !equalHeaders(got.Header(), want.Header()) || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
+						t.Fatalf("round %d, hiding %v, request headers %v: got %d %v\n%s\nwant %d %v\n%s", round, hidden, h, got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+					}
+					if h.Get("Accept-Encoding") != "" || strings.Contains(h.Get("Accept"), "protobuf") {
+						continue
+					}
+					for name := range hidden {
+						if strings.Contains(got.Body.String(), name+" ") {
+							t.Fatalf("hidden family %s served", name)
+						}
+					}
+					parser := expfmt.NewTextParser(model.LegacyValidation)
+					if _, err := parser.TextToMetricFamilies(bytes.NewReader(got.Body.Bytes())); err != nil {
+						t.Fatalf("the page does not parse: %v", err)
+					}
+				}
+			}
+			switch round { // round 2 changes nothing
+			case 0:
+				m.ttft.Observe(0.7)
+				m.itl.Observe(1e9)
+				m.e2e.Observe(math.NaN())
+				m.running.Set(4)
+				m.success[finishAbort].Add(0.5)
+				m.iterationTokens.Observe(3)
+			case 1:
+				m.http.WithLabelValues("/v1/chat/completions", "POST", "5xx").Inc()
+				m.http.WithLabelValues("/health", "GET", "2xx").Inc()
+				m.waiting.Add(2.25)
+				for range 1_000_001 {
+					m.kvUsage.Set(0) // a gauge set back to what it was
+					m.queueAtAdmit.Observe(12)
+				}
+				m.kvUsage.Set(0.4375)
+			}
+		}
+	}
+	// A collector that is not the simulator's sends the page through promhttp.
+	m := fedMetrics(newMetrics)
+	m.reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "aaa_foreign", Help: "not the simulator's"}))
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.Header.Set("Accept", "text/plain;version=0.0.4")
-	promhttp.HandlerFor(prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		fams, err := vllm.reg.Gather()
+	got := httptest.NewRecorder()
+	m.serve(got, req, nil)
+	if !strings.Contains(got.Body.String(), "aaa_foreign 0\n") {
+		t.Fatalf("a foreign collector's family is not served:\n%s", got.Body)
+	}
+}
+
+// hiding is reg less the families named in hide.
+func hiding(reg prometheus.Gatherer, hide map[string]bool) prometheus.Gatherer {
+	return prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		fams, err := reg.Gather()
 		out := fams[:0]
 		for _, f := range fams {
 			if !hide[f.GetName()] {
@@ -140,16 +201,7 @@ func TestTextPageMatchesPromhttp(t *testing.T) {
 			}
 		}
 		return out, err
-	}), promhttp.HandlerOpts{}).ServeHTTP(want, req)
-	got := httptest.NewRecorder()
-	vllm.serve(got, req, hide)
-	if !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) || strings.Contains(got.Body.String(), "vllm:num_requests_running") {
-		t.Fatalf("with hidden families: got\n%s\nwant\n%s", got.Body, want.Body)
-	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	if _, err := parser.TextToMetricFamilies(bytes.NewReader(got.Body.Bytes())); err != nil {
-		t.Fatalf("the page does not parse: %v", err)
-	}
+	})
 }
 
 func equalHeaders(a, b http.Header) bool {

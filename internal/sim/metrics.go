@@ -62,7 +62,7 @@ func buckets125(max int) []float64 {
 // exposes, with that engine's names, labels and buckets, and leaves the rest
 // unregistered (fed and never shown). Every time is in modelled seconds.
 type metrics struct {
-	reg  *prometheus.Registry
+	reg  *simRegistry
 	page pageWriter
 
 	running, waiting, kvUsage prometheus.Gauge
@@ -83,7 +83,7 @@ type metrics struct {
 	iterationTokens                          prometheus.Observer
 	retractions                              prometheus.Observer // preemptions per finished request (SGLang)
 
-	http *prometheus.CounterVec
+	http *seriesFamily // a counter family by handler, method and status
 
 	lag, lagMax prometheus.Gauge
 	iterations  prometheus.Counter
@@ -97,13 +97,11 @@ type metrics struct {
 // unregistered returns metrics whose every series is fed and never exposed;
 // each personality replaces the ones its engine has.
 func unregistered() *metrics {
-	g := func() prometheus.Gauge { return prometheus.NewGauge(prometheus.GaugeOpts{Name: "unexposed"}) }
-	c := func() prometheus.Counter { return prometheus.NewCounter(prometheus.CounterOpts{Name: "unexposed"}) }
-	h := func() prometheus.Observer {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Name: "unexposed"})
-	}
+	g := func() prometheus.Gauge { return single(dto.MetricType_GAUGE, "unexposed", "", nil).gauge() }
+	c := func() prometheus.Counter { return single(dto.MetricType_COUNTER, "unexposed", "", nil).counter() }
+	h := func() prometheus.Observer { return single(dto.MetricType_HISTOGRAM, "unexposed", "", nil).histogram() }
 	m := &metrics{
-		reg:     prometheus.NewRegistry(),
+		reg:     newSimRegistry(),
 		running: g(), waiting: g(), kvUsage: g(), usedTokens: g(), cacheHitRate: g(),
 		prefixQueries: c(), prefixHits: c(), preemptions: c(), promptTokens: c(), generationTokens: c(), promptCached: c(),
 		promptBySource:   map[string]prometheus.Counter{sourceCompute: c(), sourceCacheHit: c(), sourceExternal: c()},
@@ -111,57 +109,54 @@ func unregistered() *metrics {
 		success: map[string]prometheus.Counter{finishStop: c(), finishLength: c(), finishAbort: c()},
 		ttft:    h(), itl: h(), tpot: h(), e2e: h(), queue: h(), inference: h(), prefill: h(), decode: h(),
 		queueAtAdmit: h(), promptHist: h(), generationHist: h(), maxTokensReq: h(), iterationTokens: h(), retractions: h(),
-		http: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "unexposed"}, []string{"handler", "method", "status"}),
+		http: newSeriesFamily(dto.MetricType_COUNTER, "unexposed", "", []string{"handler", "method", "status"}, nil),
 	}
-	m.lag = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "headroom_sim_lag_seconds",
-		Help: "How far the simulated engine's modelled clock is behind wall time (modelled seconds); near zero when the host keeps up.",
-	})
-	m.lagMax = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "headroom_sim_lag_max_seconds",
-		Help: "The largest lag seen since start (modelled seconds).",
-	})
-	m.iterations = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "headroom_sim_iterations_total",
-		Help: "Engine iterations run.",
-	})
-	m.hostHits = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "headroom_sim_host_cache_hit_tokens_total",
-		Help: "Prompt tokens served from the host-memory cache tier (copied in, not recomputed); also counted as prefix cache hits.",
-	})
-	api := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "headroom_sim_api_time_to_first_token_seconds",
-		Help:    "Streamed requests: from the HTTP handler's start (before the body is read) to the first token's chunk flushed (modelled seconds). Unlike the engine's TTFT it holds reading and parsing the request and handing the token to the stream, wall time the time scale multiplies.",
-		Buckets: ttftBuckets,
-	})
-	m.apiTTFT = api
-	m.reg.MustRegister(m.lag, m.lagMax, m.iterations, api)
+	lag := single(dto.MetricType_GAUGE, "headroom_sim_lag_seconds",
+		"How far the simulated engine's modelled clock is behind wall time (modelled seconds); near zero when the host keeps up.", nil)
+	lagMax := single(dto.MetricType_GAUGE, "headroom_sim_lag_max_seconds",
+		"The largest lag seen since start (modelled seconds).", nil)
+	iterations := single(dto.MetricType_COUNTER, "headroom_sim_iterations_total", "Engine iterations run.", nil)
+	m.lag, m.lagMax, m.iterations = lag.gauge(), lagMax.gauge(), iterations.counter()
+	// Registered by whoever serves a host cache tier.
+	m.hostHits = single(dto.MetricType_COUNTER, "headroom_sim_host_cache_hit_tokens_total",
+		"Prompt tokens served from the host-memory cache tier (copied in, not recomputed); also counted as prefix cache hits.", nil).counter()
+	api := single(dto.MetricType_HISTOGRAM, "headroom_sim_api_time_to_first_token_seconds",
+		"Streamed requests: from the HTTP handler's start (before the body is read) to the first token's chunk flushed (modelled seconds). Unlike the engine's TTFT it holds reading and parsing the request and handing the token to the stream, wall time the time scale multiplies.",
+		ttftBuckets)
+	m.apiTTFT = api.histogram()
+	m.reg.MustRegister(lag, lagMax, iterations, api)
 	return m
+}
+
+// single is a family with no labels.
+func single(kind dto.MetricType, name, help string, buckets []float64) *seriesFamily {
+	return newSeriesFamily(kind, name, help, nil, buckets)
 }
 
 // family registers metric families that share one label set and value set.
 type family struct {
-	reg    *prometheus.Registry
+	reg    *simRegistry
 	labels []string
 	values []string
 }
 
 func (f family) gauge(name, help string) prometheus.Gauge {
-	v := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, f.labels)
-	f.reg.MustRegister(v)
-	return v.WithLabelValues(f.values...)
+	return f.register(dto.MetricType_GAUGE, name, help, nil).gauge(f.values...)
 }
 
 func (f family) counter(name, help string) prometheus.Counter {
-	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, f.labels)
-	f.reg.MustRegister(v)
-	return v.WithLabelValues(f.values...)
+	return f.register(dto.MetricType_COUNTER, name, help, nil).counter(f.values...)
 }
 
 func (f family) histogram(name, help string, buckets []float64) prometheus.Observer {
-	v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, f.labels)
+	return f.register(dto.MetricType_HISTOGRAM, name, help, buckets).histogram(f.values...)
+}
+
+// register registers a family with f's labels and the extra ones.
+func (f family) register(kind dto.MetricType, name, help string, buckets []float64, extra ...string) *seriesFamily {
+	v := newSeriesFamily(kind, name, help, append(append([]string{}, f.labels...), extra...), buckets)
 	f.reg.MustRegister(v)
-	return v.WithLabelValues(f.values...)
+	return v
 }
 
 // newMetrics registers vLLM v1's series (vllm/v1/metrics/loggers.py) and the
@@ -180,23 +175,16 @@ func newMetrics(p Profile) *metrics {
 	m.preemptions = f.counter("vllm:num_preemptions_total", "Requests preempted (recompute) for lack of KV blocks.")
 	m.promptTokens = f.counter("vllm:prompt_tokens_total", "Prompt tokens of requests that produced their first token.")
 	m.promptCached = f.counter("vllm:prompt_tokens_cached_total", "Cached prompt tokens (local and external) of requests that produced their first token.")
-	bySource := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vllm:prompt_tokens_by_source_total",
-		Help: "Prompt tokens of requests that produced their first token, by where their KV came from.",
-	}, append(append([]string{}, f.labels...), "source"))
-	reg.MustRegister(bySource)
+	bySource := f.register(dto.MetricType_COUNTER, "vllm:prompt_tokens_by_source_total",
+		"Prompt tokens of requests that produced their first token, by where their KV came from.", nil, "source")
 	for _, src := range []string{sourceCompute, sourceCacheHit, sourceExternal} {
-		m.promptBySource[src] = bySource.WithLabelValues(p.Model, "0", src)
+		m.promptBySource[src] = bySource.counter(p.Model, "0", src)
 	}
 	m.generationTokens = f.counter("vllm:generation_tokens_total", "Generated tokens.")
 
-	succ := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "vllm:request_success_total",
-		Help: "Finished requests by finish reason.",
-	}, append(append([]string{}, f.labels...), "finished_reason"))
-	reg.MustRegister(succ)
+	succ := f.register(dto.MetricType_COUNTER, "vllm:request_success_total", "Finished requests by finish reason.", nil, "finished_reason")
 	for _, r := range []string{finishStop, finishLength, finishAbort} {
-		m.success[r] = succ.WithLabelValues(p.Model, "0", r)
+		m.success[r] = succ.counter(p.Model, "0", r)
 	}
 
 	m.ttft = f.histogram("vllm:time_to_first_token_seconds", "Time to first token (modelled seconds).", ttftBuckets)
@@ -212,17 +200,13 @@ func newMetrics(p Profile) *metrics {
 	m.maxTokensReq = f.histogram("vllm:request_params_max_tokens", "The max_tokens of finished requests.", tokenBuckets)
 	m.iterationTokens = f.histogram("vllm:iteration_tokens_total", "Tokens (prefill plus decode) per engine iteration.", iterationTokenBuckets)
 
-	info := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "vllm:cache_config_info",
-		Help: "KV cache configuration (value is always 1).",
-	}, []string{"block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization", "num_gpu_blocks"})
+	info := newSeriesFamily(dto.MetricType_GAUGE, "vllm:cache_config_info", "KV cache configuration (value is always 1).",
+		[]string{"block_size", "cache_dtype", "enable_prefix_caching", "engine", "gpu_memory_utilization", "num_gpu_blocks"}, nil)
 	reg.MustRegister(info)
-	info.WithLabelValues(strconv.Itoa(p.BlockSize), "auto", "True", "0", "0.9", strconv.Itoa(p.KVCapacityTokens/p.BlockSize)).Set(1)
+	info.gauge(strconv.Itoa(p.BlockSize), "auto", "True", "0", "0.9", strconv.Itoa(p.KVCapacityTokens/p.BlockSize)).Set(1)
 
-	m.http = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "http_requests_total",
-		Help: "HTTP requests by handler, method and grouped status (2xx, 4xx, 5xx).",
-	}, []string{"handler", "method", "status"})
+	m.http = newSeriesFamily(dto.MetricType_COUNTER, "http_requests_total",
+		"HTTP requests by handler, method and grouped status (2xx, 4xx, 5xx).", []string{"handler", "method", "status"}, nil)
 	reg.MustRegister(m.http)
 	return m
 }
@@ -276,8 +260,17 @@ func newSGLangMetrics(p Profile) *metrics {
 	return m
 }
 
-// serve serves the registry's page, leaving out the families named in hide.
+// serve serves the registry's page, leaving out the families named in hide:
+// from the simulator's own series when the registry holds only them and
+// the request asks for the classic text, as promhttp would write it
+// (TestTextPageMatchesPromhttp), or through promhttp.
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request, hide map[string]bool) {
+	if format, ok := plainText(r); ok {
+		if fams, own := m.reg.own(); own {
+			m.page.seriesPage(w, format, fams, hide)
+			return
+		}
+	}
 	if len(hide) == 0 {
 		m.page.serve(w, r, m.reg)
 		return
