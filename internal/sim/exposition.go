@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,19 +30,34 @@ import (
 type pageWriter struct {
 	bufs sync.Pool
 	mu   sync.Mutex // held to write the simulator's own series (seriesPage)
+	last atomic.Pointer[negotiated]
+}
+
+// negotiated is the format an Accept header and escaping scheme got.
+type negotiated struct {
+	accept string
+	scheme model.EscapingScheme
+	format expfmt.Format
 }
 
 // plainText returns the format promhttp would answer r in, and whether it
 // is the classic text, uncompressed and unfiltered: the one pageWriter
-// writes itself.
-func plainText(r *http.Request) (expfmt.Format, bool) {
-	format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
-	return format, format.FormatType() == expfmt.TypeTextPlain && r.Header.Get("Accept-Encoding") == "" && (r.URL == nil || r.URL.RawQuery == "")
+// writes itself. The format is negotiated again only when the Accept
+// header (or the escaping scheme) is not the last one's: a scraper sends
+// the same header every time.
+func (pw *pageWriter) plainText(r *http.Request) (expfmt.Format, bool) {
+	accept, scheme := r.Header.Get("Accept"), model.NameEscapingScheme
+	n := pw.last.Load()
+	if n == nil || n.accept != accept || n.scheme != scheme {
+		n = &negotiated{accept, scheme, expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)}
+		pw.last.Store(n)
+	}
+	return n.format, n.format.FormatType() == expfmt.TypeTextPlain && r.Header.Get("Accept-Encoding") == "" && (r.URL == nil || r.URL.RawQuery == "")
 }
 
 // serve serves g's families as promhttp.HandlerFor(g, HandlerOpts{}) does.
 func (pw *pageWriter) serve(w http.ResponseWriter, r *http.Request, g prometheus.Gatherer) {
-	format, ok := plainText(r)
+	format, ok := pw.plainText(r)
 	if !ok {
 		promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(w, r)
 		return
@@ -73,8 +89,7 @@ func (pw *pageWriter) buffer() *[]byte {
 // writePage writes a page in format with promhttp's headers.
 func writePage(w http.ResponseWriter, format expfmt.Format, page []byte) {
 	h := w.Header()
-	h.Add("Vary", "Accept")
-	h.Add("Vary", "Accept-Encoding")
+	h["Vary"] = append(h["Vary"], "Accept", "Accept-Encoding") // two Adds
 	h.Set("Content-Type", string(format))
 	_, _ = w.Write(page)
 }

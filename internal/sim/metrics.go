@@ -265,7 +265,7 @@ func newSGLangMetrics(p Profile) *metrics {
 // the request asks for the classic text, as promhttp would write it
 // (TestTextPageMatchesPromhttp), or through promhttp.
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request, hide map[string]bool) {
-	if format, ok := plainText(r); ok {
+	if format, ok := m.page.plainText(r); ok {
 		if fams, own := m.reg.own(); own {
 			m.page.seriesPage(w, format, fams, hide)
 			return
