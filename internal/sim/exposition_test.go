@@ -215,3 +215,39 @@ func equalHeaders(a, b http.Header) bool {
 	}
 	return true
 }
+
+// TestMetricsPageOverHTTP scrapes the simulator's page over loopback HTTP
+// as a scraper would, compressed (promhttp's path) and not (the page
+// writer's own): the same page both ways.
+func TestMetricsPageOverHTTP(t *testing.T) {
+	m := fedMetrics(newMetrics)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m.serve(w, r, nil) }))
+	defer srv.Close()
+	get := func(compress bool) []byte {
+		t.Helper()
+		c := &http.Client{Transport: &http.Transport{DisableCompression: !compress}, Timeout: 5 * time.Second}
+		defer c.CloseIdleConnections()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
+		req.Header.Set("Accept", "text/plain;version=0.0.4")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if compress != resp.Uncompressed {
+			t.Fatalf("compressed %v: the response came uncompressed %v", compress, resp.Uncompressed)
+		}
+		var b bytes.Buffer
+		if _, err := b.ReadFrom(resp.Body); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	for range 2 {
+		plain, gzipped := get(false), get(true)
+		if !bytes.Equal(plain, gzipped) || !strings.Contains(string(plain), "vllm:time_to_first_token_seconds_bucket{") {
+			t.Fatalf("over HTTP, uncompressed:\n%s\ncompressed:\n%s", plain, gzipped)
+		}
+		m.ttft.Observe(0.3)
+	}
+}
