@@ -95,7 +95,7 @@ func (p *blockPool) alloc() int32 {
 		b = p.head
 		p.lruRemove(b)
 		s := &p.blk[b]
-		p.byHash.remove(s.hash)
+		p.byHash.removeBlock(s.hash, b)
 		if p.host != nil {
 			p.host.put(s.hash)
 		}
@@ -168,15 +168,20 @@ func (p *blockPool) lruRemove(b int32) {
 // missed the cache several times (the prefix lookup of every prompt block
 // of every request was the engine's largest cost). Block hashes are already
 // well mixed, so their low bits pick the slot. A slot holds its block plus
-// one; zero is empty, so a new table's memory stays untouched until used.
+// one (zero is empty, so a new table's memory stays untouched until used)
+// and only the hash's low 32 bits, which hold its home slot: 8 bytes a
+// slot, so the table is half the size it was with the whole hash, which
+// keeps more of it in the cache; the whole hash is in keys, by block, read
+// only when the low bits match.
 type hashIndex struct {
 	slots []hashSlot
+	keys  []uint64 // the hash each block in the table holds
 	mask  uint64
 }
 
 type hashSlot struct {
-	key uint64
-	val int32
+	tag uint32 // the hash's low 32 bits
+	val int32  // block + 1; 0 is empty
 }
 
 func newHashIndex(blocks int) hashIndex {
@@ -184,17 +189,20 @@ func newHashIndex(blocks int) hashIndex {
 	for n < 2*blocks {
 		n <<= 1
 	}
-	return hashIndex{slots: make([]hashSlot, n), mask: uint64(n - 1)}
+	if uint64(n-1) > 1<<32-1 {
+		panic("sim: a KV pool of more than 2^31 blocks") // a tag holds the home slot
+	}
+	return hashIndex{slots: make([]hashSlot, n), keys: make([]uint64, blocks), mask: uint64(n - 1)}
 }
 
 // get returns the block holding h.
 func (x *hashIndex) get(h uint64) (int32, bool) {
 	for i := h & x.mask; ; i = (i + 1) & x.mask {
-		s := &x.slots[i]
+		s := x.slots[i]
 		if s.val == 0 {
 			return 0, false
 		}
-		if s.key == h {
+		if s.tag == uint32(h) && x.keys[s.val-1] == h {
 			return s.val - 1, true
 		}
 	}
@@ -204,19 +212,31 @@ func (x *hashIndex) get(h uint64) (int32, bool) {
 func (x *hashIndex) add(h uint64, b int32) bool {
 	i := h & x.mask
 	for ; x.slots[i].val != 0; i = (i + 1) & x.mask {
-		if x.slots[i].key == h {
+		if s := x.slots[i]; s.tag == uint32(h) && x.keys[s.val-1] == h {
 			return false
 		}
 	}
-	x.slots[i] = hashSlot{h, b + 1}
+	if int(b) >= len(x.keys) {
+		x.keys = append(x.keys, make([]uint64, int(b)+1-len(x.keys))...)
+	}
+	x.keys[b] = h
+	x.slots[i] = hashSlot{uint32(h), b + 1}
 	return true
 }
 
-// remove drops h, moving later entries of its probe run back into the gap
-// so that no lookup stops early (no tombstones).
+// remove drops h.
 func (x *hashIndex) remove(h uint64) {
+	if b, ok := x.get(h); ok {
+		x.removeBlock(h, b)
+	}
+}
+
+// removeBlock drops h, which maps to b, moving later entries of its probe
+// run back into the gap so that no lookup stops early (no tombstones). The
+// entry is the one holding b, so no hash is compared.
+func (x *hashIndex) removeBlock(h uint64, b int32) {
 	i := h & x.mask
-	for ; x.slots[i].key != h || x.slots[i].val == 0; i = (i + 1) & x.mask {
+	for ; x.slots[i].val != b+1; i = (i + 1) & x.mask {
 		if x.slots[i].val == 0 {
 			return
 		}
@@ -224,7 +244,7 @@ func (x *hashIndex) remove(h uint64) {
 	for j := (i + 1) & x.mask; x.slots[j].val != 0; j = (j + 1) & x.mask {
 		// The entry at j may fill the gap at i when its home slot is not
 		// in the cyclic range (i, j].
-		if home := x.slots[j].key & x.mask; (j-home)&x.mask >= (j-i)&x.mask {
+		if home := uint64(x.slots[j].tag) & x.mask; (j-home)&x.mask >= (j-i)&x.mask {
 			x.slots[i] = x.slots[j]
 			i = j
 		}
