@@ -166,3 +166,60 @@ func TestBlockPoolMatchesReference(t *testing.T) {
 		t.Fatalf("only %d evictions (%d hashes cached): the test does not exercise the LRU", evictions, len(q.byHash))
 	}
 }
+
+// Hashes that share their low 32 bits (a slot's tag) are told apart by the
+// whole hash: the index answers as a map does through adds, removes by hash
+// and removes by block, with keys that differ only above bit 32.
+func TestHashIndexTagCollisions(t *testing.T) {
+	const blocks = 40
+	x := newHashIndex(blocks)
+	ref := map[uint64]int32{}
+	byBlock := map[int32]uint64{}
+	rng := rand.New(rand.NewPCG(3, 5))
+	key := func() uint64 { return uint64(rng.IntN(12))<<32 | uint64(rng.IntN(5)) }
+	for step := range 20000 {
+		k := key()
+		switch rng.IntN(4) {
+		case 0, 1:
+			if len(ref) >= blocks {
+				continue
+			}
+			b := int32(rng.IntN(blocks))
+			if _, used := byBlock[b]; used {
+				continue // a block holds one hash at a time
+			}
+			_, had := ref[k]
+			if got := x.add(k, b); got == had {
+				t.Fatalf("step %d: add(%x) = %v with the key held %v", step, k, got, had)
+			}
+			if !had {
+				ref[k], byBlock[b] = b, k
+			}
+		case 2:
+			x.remove(k)
+			if b, ok := ref[k]; ok {
+				delete(ref, k)
+				delete(byBlock, b)
+			}
+		case 3:
+			for b, h := range byBlock {
+				x.removeBlock(h, b)
+				delete(ref, h)
+				delete(byBlock, b)
+				break
+			}
+		}
+		for rk, rv := range ref {
+			if v, ok := x.get(rk); !ok || v != rv {
+				t.Fatalf("step %d: get(%x) = %d, %v; want %d", step, rk, v, ok, rv)
+			}
+		}
+		for range 3 {
+			q := key()
+			v, ok := x.get(q)
+			if want, had := ref[q]; ok != had || (ok && v != want) {
+				t.Fatalf("step %d: get(%x) = %d, %v; the map %d, %v", step, q, v, ok, want, had)
+			}
+		}
+	}
+}
