@@ -4,22 +4,29 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// BenchmarkMetricsPage serves a fed vLLM registry's /metrics page, with a
-// few observations between scrapes as in a run.
+// BenchmarkMetricsPage serves a fed vLLM registry's /metrics page with
+// every histogram, most counters and a gauge moved between scrapes, as
+// under load.
 func BenchmarkMetricsPage(b *testing.B) {
 	m := fedMetrics(newMetrics)
+	hists := []prometheus.Observer{m.ttft, m.itl, m.tpot, m.e2e, m.queue, m.inference, m.prefill, m.decode, m.promptHist, m.generationHist, m.maxTokensReq, m.iterationTokens, m.apiTTFT}
+	counters := []prometheus.Counter{m.prefixQueries, m.prefixHits, m.promptTokens, m.generationTokens, m.promptCached, m.iterations, m.success[finishStop], m.promptBySource[sourceCacheHit]}
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
 	w := &discard{h: http.Header{}}
 	b.ReportAllocs()
 	for i := range b.N {
-		m.ttft.Observe(float64(i%7) * 0.3)
-		m.itl.Observe(0.021)
-		m.e2e.Observe(float64(i % 50))
+		for j, o := range hists {
+			o.Observe(float64(i%7)*0.3 + float64(j)*1.7)
+		}
+		for _, c := range counters {
+			c.Add(37)
+		}
 		m.running.Set(float64(i % 5))
-		m.generationTokens.Add(37)
 		clear(w.h)
 		m.serve(w, req, nil)
 	}
