@@ -2,8 +2,8 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -21,9 +21,13 @@ import (
 // waits on its context, so a client that leaves aborts the request at the
 // same modelled instant.
 type streamWriter struct {
-	s            *Sim
-	w            http.ResponseWriter
-	flush        func() error
+	s  *Sim
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// fl is w when it flushes itself (an http.Flusher without FlushError,
+	// which http.ResponseController would try first): a token's flush then
+	// calls it without the controller's search of w's interfaces.
+	fl           http.Flusher
 	r            *request
 	resp         *response
 	includeUsage bool
@@ -59,17 +63,7 @@ func (st *streamWriter) write(n int) error {
 	}
 	if st.sent == r.maxTokens {
 		if st.includeUsage {
-			b, _ := json.Marshal(struct {
-				ID      string   `json:"id"`
-				Object  string   `json:"object"`
-				Created int64    `json:"created"`
-				Model   string   `json:"model"`
-				Choices []string `json:"choices"`
-				Usage   usage    `json:"usage"`
-			}{resp.id, "chat.completion.chunk", resp.created, resp.model, []string{}, r.usage()})
-			buf = append(buf, "data: "...)
-			buf = append(buf, b...)
-			buf = append(buf, "\n\n"...)
+			buf = appendUsageChunk(buf, resp, r.usage())
 		}
 		buf = append(buf, "data: [DONE]\n\n"...)
 	}
@@ -77,13 +71,35 @@ func (st *streamWriter) write(n int) error {
 	if _, err := st.w.Write(buf); err != nil {
 		return err
 	}
-	if err := st.flush(); err != nil {
+	if st.fl != nil {
+		st.fl.Flush()
+	} else if err := st.rc.Flush(); err != nil {
 		return err
 	}
 	if first {
 		r.life.met.apiTTFT.Observe((st.s.clock.Now() - st.began).Seconds())
 	}
 	return nil
+}
+
+// appendUsageChunk appends a stream's usage chunk: the bytes json.Marshal
+// writes for it (a test compares), without reflection.
+func appendUsageChunk(buf []byte, resp *response, u usage) []byte {
+	buf = append(buf, `data: {"id":`...)
+	buf = appendJSONString(buf, resp.id)
+	buf = append(buf, `,"object":"chat.completion.chunk","created":`...)
+	buf = strconv.AppendInt(buf, resp.created, 10)
+	buf = append(buf, `,"model":`...)
+	buf = appendJSONString(buf, resp.model)
+	buf = append(buf, `,"choices":[],"usage":{"prompt_tokens":`...)
+	buf = strconv.AppendInt(buf, int64(u.PromptTokens), 10)
+	buf = append(buf, `,"total_tokens":`...)
+	buf = strconv.AppendInt(buf, int64(u.TotalTokens), 10)
+	buf = append(buf, `,"completion_tokens":`...)
+	buf = strconv.AppendInt(buf, int64(u.CompletionTokens), 10)
+	buf = append(buf, `,"prompt_tokens_details":{"cached_tokens":`...)
+	buf = strconv.AppendInt(buf, int64(u.PromptTokensDetails.CachedTokens), 10)
+	return append(buf, "}}}\n\n"...)
 }
 
 // stream writes the answer as server-sent events (see streamWriter).
@@ -93,7 +109,10 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 	rc := http.NewResponseController(w)
 	_ = rc.Flush()
 
-	st := &streamWriter{s: s, w: w, flush: flusher(w, rc), r: r, resp: resp, includeUsage: includeUsage, began: began, buf: make([]byte, 0, 8192)}
+	st := &streamWriter{s: s, w: w, rc: rc, r: r, resp: resp, includeUsage: includeUsage, began: began, buf: make([]byte, 0, 8192)}
+	if _, ok := w.(interface{ FlushError() error }); !ok {
+		st.fl, _ = w.(http.Flusher)
+	}
 	if s.clock.Virtual() && !s.handlerWrites {
 		// The engine cannot land an iteration before this goroutine waits,
 		// so it sees r.direct from the first token on.
@@ -115,20 +134,6 @@ func (s *Sim) stream(ctx context.Context, w http.ResponseWriter, r *request, res
 			time.Sleep(s.flush)
 		}
 	}
-}
-
-// flusher is how a stream's writes are flushed: by the writer's own method
-// when it has one, which http.ResponseController looks for first, so a
-// token's flush does not search the writer's interfaces again; else by the
-// controller, which searches the writers it wraps.
-func flusher(w http.ResponseWriter, rc *http.ResponseController) func() error {
-	switch f := w.(type) {
-	case interface{ FlushError() error }:
-		return f.FlushError
-	case http.Flusher:
-		return func() error { f.Flush(); return nil }
-	}
-	return rc.Flush
 }
 
 // streamLast is the handler's part of a stream the engine writes: it waits
