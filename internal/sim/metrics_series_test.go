@@ -3,12 +3,16 @@ package sim
 import (
 	"bytes"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // TestSeriesHoldWhatClientGolangHolds feeds the simulator's series and
@@ -85,4 +89,57 @@ func TestAppendCount(t *testing.T) {
 			t.Errorf("appendCount(%d) = %s, want %s", n, got, want)
 		}
 	}
+}
+
+// TestSeriesPageWhileFed scrapes the page while other goroutines feed the
+// series and add label sets (as the engine and the API handlers do on a
+// wall clock): every page parses and holds each histogram whole (its +Inf
+// bucket is its count, its buckets never fall).
+func TestSeriesPageWhileFed(t *testing.T) {
+	m := fedMetrics(newMetrics)
+	var wg sync.WaitGroup
+	for g := range 3 {
+		wg.Go(func() {
+			for i := range 3000 {
+				m.ttft.Observe(float64(i%900) * 0.01)
+				m.itl.Observe(0.02)
+				m.generationTokens.Add(1.5)
+				m.running.Add(1)
+				m.http.WithLabelValues("/v1/chat/completions", "POST", []string{"2xx", "4xx", "5xx"}[(i+g)%3]).Inc()
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for range 100 {
+				rec := httptest.NewRecorder()
+				m.serve(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil), nil)
+				parser := expfmt.NewTextParser(model.LegacyValidation)
+				fams, err := parser.TextToMetricFamilies(rec.Body)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for name, f := range fams {
+					for _, s := range f.GetMetric() {
+						h := s.GetHistogram()
+						if h == nil {
+							continue
+						}
+						var last uint64
+						for _, b := range h.GetBucket() {
+							if b.GetCumulativeCount() < last {
+								t.Errorf("%s: bucket le=%g falls to %d", name, b.GetUpperBound(), b.GetCumulativeCount())
+							}
+							last = b.GetCumulativeCount()
+						}
+						if last != h.GetSampleCount() {
+							t.Errorf("%s: +Inf bucket %d, count %d", name, last, h.GetSampleCount())
+						}
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
