@@ -452,6 +452,10 @@ func (p *pipe) write(b []byte) (int, error) {
 		p.buf, p.off = p.buf[:0], 0
 		p.marks, p.mi = p.marks[:0], 0
 	}
+	if p.buf == nil && p.stamped {
+		// room for what it holds before it wakes the reader, at once
+		p.buf = make([]byte, 0, lazyBytes+max(len(b), 4<<10))
+	}
 	p.buf = append(p.buf, b...)
 	wake := true
 	if p.stamped {
