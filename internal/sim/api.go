@@ -178,9 +178,13 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	var body chatRequest
 	var scan *promptScan
 	var fast bool
+	var planned *routedChat // read ahead by this engine's Prepare, reply planned
 	if rc := routed(req, s.prof.BlockSize); rc != nil {
 		// The cluster's router read and scanned the body already.
 		buf, body, scan, fast = rc.body, rc.req, rc.scan, true
+		if rc.plannedBy == s {
+			planned = rc
+		}
 	} else {
 		buf, err = readBody(http.MaxBytesReader(w, req.Body, maxBodyBytes), req.ContentLength)
 		body, scan, fast = s.scans.fastChat(buf, s.prof.BlockSize)
@@ -241,7 +245,12 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 		maxTokens = *requested
 	}
 
-	rep, err := s.planReply(&body, mix64(s.seed^scan.digest()))
+	var rep *reply
+	if planned != nil {
+		rep, err = planned.rep, planned.repErr
+	} else {
+		rep, err = s.planReply(&body, s.replySeed(scan))
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
@@ -285,6 +294,9 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	}
 	s.complete(req.Context(), w, r, resp)
 }
+
+// replySeed is the seed of the reply to a prompt scanned as scan.
+func (s *Sim) replySeed(scan *promptScan) uint64 { return mix64(s.seed ^ scan.digest()) }
 
 // refuse answers a chat request the refusal fault turned away.
 func (s *Sim) refuse(w http.ResponseWriter, status, limit, prompt int) {

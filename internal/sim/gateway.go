@@ -155,6 +155,11 @@ type routedChat struct {
 	req       chatRequest
 	scan      *promptScan
 	blockSize int
+	// plannedBy, when set, is the engine whose Prepare planned the reply
+	// too (planReply depends on the body and the engine's seed alone)
+	plannedBy *Sim
+	rep       *reply
+	repErr    error
 }
 
 // routedKey is the request context key of a *routedChat.
@@ -193,7 +198,9 @@ func (p preparing) Prepare(req *http.Request, body []byte) any {
 	if !ok {
 		return nil
 	}
-	return &routedChat{body: body, req: cr, scan: scan, blockSize: bs}
+	rc := &routedChat{body: body, req: cr, scan: scan, blockSize: bs, plannedBy: p.s}
+	rc.rep, rc.repErr = p.s.planReply(&rc.req, p.s.replySeed(scan))
+	return rc
 }
 
 // clusterPreparing is a prefix-affinity gateway's handler on an in-memory

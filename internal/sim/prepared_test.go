@@ -14,6 +14,10 @@ func preparedCases() []streamCase {
 	return append(streamCases(),
 		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 900), 10, true)), start: 50 * time.Millisecond},
 		streamCase{body: string(chatJSON("tiny-model", words("conv", 0, 1300), 10, true)), start: 900 * time.Millisecond},
+		// a reply planned in Prepare: the code word read back, and a
+		// tool_choice the plan refuses
+		streamCase{body: string(chatJSON("tiny-model", words("rb", 0, 200)+" "+factLead+"teal-comet-0042. Remember it. "+words("rb", 200, 100)+"\n\n"+questionLead+" stated in the text above?", 8, true)), start: 60 * time.Millisecond},
+		streamCase{body: `{"model":"tiny-model","max_tokens":20,"stream":true,"tool_choice":"sometimes","tools":[{"type":"function","function":{"name":"Read","parameters":{"type":"object"}}}],"messages":[{"role":"user","content":"read it"}]}`, start: 70 * time.Millisecond},
 	)
 }
 
