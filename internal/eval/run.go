@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -188,7 +189,7 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 	built := make([]chan []Case, len(suites))
 	for i, s := range suites {
 		built[i] = make(chan []Case, 1)
-		go func() {
+		go pprof.Do(context.Background(), pprof.Labels("beside", "eval"), func(context.Context) {
 			cases := s.Cases(o.Seed)
 			for k := range cases {
 				if cases[k].Suite == "" {
@@ -196,7 +197,7 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 				}
 			}
 			built[i] <- cases
-		}()
+		})
 	}
 	var jobs []job
 	for i := range suites {

@@ -3,6 +3,7 @@ package signal
 import (
 	"context"
 	"errors"
+	"runtime/pprof"
 	"time"
 )
 
@@ -25,10 +26,11 @@ func Finished(s Sample, err error) *Pending {
 // no clock.
 func Later(f func() (Sample, error)) *Pending {
 	p := &Pending{done: make(chan struct{})}
-	go func() {
+	// labelled so a profile tells work beside the clock apart (docs/performance.md)
+	go pprof.Do(context.Background(), pprof.Labels("beside", "scrape"), func(context.Context) {
 		defer close(p.done)
 		p.s, p.err = f()
-	}()
+	})
 	return p
 }
 

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"fmt"
+	"runtime/pprof"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/signal"
@@ -94,7 +95,8 @@ func (r *Runner) land(pending *signal.Pending, in inFlightSample, told <-chan st
 		return done
 	}
 	r.mu.Lock() // unlocked by the goroutine below
-	go func() {
+	// labelled so a profile tells work beside the clock apart (docs/performance.md)
+	go pprof.Do(context.Background(), pprof.Labels("beside", "land"), func(context.Context) {
 		defer close(done)
 		s, err := pending.Wait()
 		ok := r.add(in, s, err)
@@ -105,7 +107,7 @@ func (r *Runner) land(pending *signal.Pending, in inFlightSample, told <-chan st
 		if ok && r.OnSample != nil {
 			r.OnSample(s)
 		}
-	}()
+	})
 	r.sampled.Poke()
 	return done
 }
