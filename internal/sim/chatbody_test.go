@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -29,22 +30,10 @@ func sameChat(a chatRequest, as *promptScan, b chatRequest, bs *promptScan) stri
 	if !reflect.DeepEqual(a, b) {
 		return "requests differ"
 	}
-	if as.words != bs.words || !slicesEqual(as.hashes, bs.hashes) || as.digest() != bs.digest() {
+	if as.words != bs.words || !slices.Equal(as.hashes, bs.hashes) || as.digest() != bs.digest() {
 		return "scans differ"
 	}
 	return ""
-}
-
-func slicesEqual(a, b []uint64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // chatBodies are request bodies as clients send them, and some that no

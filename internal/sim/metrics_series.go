@@ -2,6 +2,7 @@ package sim
 
 import (
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,23 +131,11 @@ func (f *seriesFamily) with(values ...string) pageSeries {
 
 func find(ss []pageSeries, values []string) pageSeries {
 	for _, s := range ss {
-		if equalStrings(s.base().values, values) {
+		if slices.Equal(s.base().values, values) {
 			return s
 		}
 	}
 	return nil
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func pairsLess(a, b []*dto.LabelPair) bool {
