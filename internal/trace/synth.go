@@ -3,9 +3,7 @@ package trace
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
 )
 
 // SynthOptions sets up Synthesize.
@@ -105,32 +103,20 @@ func Synthesize(o SynthOptions) []Trace {
 	}
 	hp := planTier(heavyTier, nh, newRNG(o.Seed, 1<<62))
 	lp := planTier(lightTier, n-nh, newRNG(o.Seed, 1<<62+1))
-	ids := make([]string, n)
-	plans := make([]sessionPlan, n)
+	out := make([]Trace, 0, n)
 	var hi, li int
 	for i := range n {
+		var id string
+		var p sessionPlan
 		if heavy[i] {
-			plans[i], ids[i] = hp[hi], fmt.Sprintf("heavy-%04d", hi+1)
+			p, id = hp[hi], fmt.Sprintf("heavy-%04d", hi+1)
 			hi++
 		} else {
-			plans[i], ids[i] = lp[li], fmt.Sprintf("light-%04d", li+1)
+			p, id = lp[li], fmt.Sprintf("light-%04d", li+1)
 			li++
 		}
+		out = append(out, synthSession(id, p, newRNG(o.Seed, uint64(i)), o.MaxThink))
 	}
-	// Each session draws from a generator of its own (the seed and its
-	// index), so they are written on every core at once, each into its
-	// place: the same traces in the same order as one at a time.
-	out := make([]Trace, n)
-	workers := min(runtime.GOMAXPROCS(0), max(n/8, 1))
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			for i := w; i < n; i += workers {
-				out[i] = synthSession(ids[i], plans[i], newRNG(o.Seed, uint64(i)), o.MaxThink)
-			}
-		})
-	}
-	wg.Wait()
 	return out
 }
 

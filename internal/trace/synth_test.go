@@ -3,7 +3,6 @@ package trace
 import (
 	"bytes"
 	"math"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -194,26 +193,5 @@ func TestSynthesizeDeterministic(t *testing.T) {
 	}
 	if len(back) != 12 {
 		t.Errorf("read back %d traces, want 12", len(back))
-	}
-}
-
-// Sessions written on every core at once are the ones written one at a
-// time, in the same order, whatever GOMAXPROCS is.
-func TestSynthesizeInParallelIsSequential(t *testing.T) {
-	o := SynthOptions{Sessions: 64, Seed: 9, HeavyShare: 0.3, MaxThink: 600}
-	var want bytes.Buffer
-	prev := runtime.GOMAXPROCS(1)
-	err := WriteJSONL(&want, Synthesize(o))
-	runtime.GOMAXPROCS(max(prev, 4))
-	defer runtime.GOMAXPROCS(prev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if err := WriteJSONL(&got, Synthesize(o)); err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got.Bytes(), want.Bytes()) {
-		t.Errorf("sessions written in parallel differ from those written one at a time")
 	}
 }
