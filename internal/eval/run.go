@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -183,25 +182,12 @@ func Run(ctx context.Context, c Completer, suites []Suite, o Options) Report {
 		suite int
 		c     Case
 	}
-	// every suite's cases are built at once, each suite's on a goroutine
-	// of its own (a suite's cases depend on the seed alone): the first
-	// suite's are sent while the others' are built
-	built := make([]chan []Case, len(suites))
-	for i, s := range suites {
-		built[i] = make(chan []Case, 1)
-		go pprof.Do(context.Background(), pprof.Labels("beside", "eval"), func(context.Context) {
-			cases := s.Cases(o.Seed)
-			for k := range cases {
-				if cases[k].Suite == "" {
-					cases[k].Suite = s.Name()
-				}
-			}
-			built[i] <- cases
-		})
-	}
 	var jobs []job
-	for i := range suites {
-		for _, cs := range <-built[i] {
+	for i, s := range suites {
+		for _, cs := range s.Cases(o.Seed) {
+			if cs.Suite == "" {
+				cs.Suite = s.Name()
+			}
 			jobs = append(jobs, job{i, cs})
 		}
 	}
