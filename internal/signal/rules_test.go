@@ -18,8 +18,25 @@ import (
 	"github.com/headroom-bench/headroom/internal/transport"
 )
 
-// engineExpositions is every engine's exposition in testdata.
-var engineExpositions = []string{"vllm_metrics.txt", "vllm_finish_reason_metrics.txt", "sglang_metrics.txt", "modelplane_metrics.txt", "gen_ai_metrics.txt"}
+// exposition is an engine's exposition in testdata and the mapping that
+// reads it.
+type exposition struct {
+	file string
+	m    Mapping
+}
+
+// engineExpositions is every engine's exposition in testdata, each with
+// its mapping, made afresh for each call (a test may change a mapping in
+// place).
+func engineExpositions() []exposition {
+	return []exposition{
+		{"vllm_metrics.txt", VLLM()},
+		{"vllm_finish_reason_metrics.txt", VLLM()},
+		{"sglang_metrics.txt", SGLang()},
+		{"modelplane_metrics.txt", Modelplane()},
+		{"gen_ai_metrics.txt", GenAI()},
+	}
+}
 
 func engineMappings() map[string]Mapping {
 	return map[string]Mapping{"vllm": VLLM(), "sglang": SGLang(), "modelplane": Modelplane(), "gen_ai": GenAI()}
@@ -43,7 +60,8 @@ func parseTestdata(t *testing.T, file string) map[string]*dto.MetricFamily {
 // (an exposition read with another engine's mapping exercises the rules
 // that find nothing or the wrong type), and again on later calls.
 func TestCompiledRulesReadTheSame(t *testing.T) {
-	for _, file := range engineExpositions {
+	for _, e := range engineExpositions() {
+		file := e.file
 		fams := parseTestdata(t, file)
 		for name, m := range engineMappings() {
 			var cache ruleCache
@@ -66,16 +84,7 @@ func TestCompiledRulesReadTheSame(t *testing.T) {
 // engine's exposition as the uncompiled path does, and follows a mapping
 // changed between scrapes, in place or replaced.
 func TestScraperCompilesItsMappingOnce(t *testing.T) {
-	for _, tc := range []struct {
-		file string
-		m    Mapping
-	}{
-		{"vllm_metrics.txt", VLLM()},
-		{"vllm_finish_reason_metrics.txt", VLLM()},
-		{"sglang_metrics.txt", SGLang()},
-		{"modelplane_metrics.txt", Modelplane()},
-		{"gen_ai_metrics.txt", GenAI()},
-	} {
+	for _, tc := range engineExpositions() {
 		t.Run(tc.file, func(t *testing.T) {
 			text, err := os.ReadFile("testdata/" + tc.file)
 			if err != nil {

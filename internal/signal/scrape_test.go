@@ -18,16 +18,7 @@ import (
 // families exactly as parsing the whole text does, for every engine's
 // exposition in testdata and its mapping, and reads a sample the same.
 func TestKeepFamiliesParsesTheSame(t *testing.T) {
-	for _, tc := range []struct {
-		file string
-		m    Mapping
-	}{
-		{"vllm_metrics.txt", VLLM()},
-		{"vllm_finish_reason_metrics.txt", VLLM()},
-		{"sglang_metrics.txt", SGLang()},
-		{"modelplane_metrics.txt", Modelplane()},
-		{"gen_ai_metrics.txt", GenAI()},
-	} {
+	for _, tc := range engineExpositions() {
 		t.Run(tc.file, func(t *testing.T) {
 			text, err := os.ReadFile("testdata/" + tc.file)
 			if err != nil {
