@@ -23,6 +23,36 @@ import (
 type Dir struct {
 	path   string
 	redact *transport.Redactor
+	quota  *quota
+}
+
+// FailAfter makes the directory behave as a disk that fills once n more
+// bytes are written to it, every file together: the write that crosses it
+// writes what fits and fails with err (a full disk's ENOSPC, say). For
+// tests and rehearsals of a full disk.
+func (d *Dir) FailAfter(n int64, err error) { d.quota = &quota{left: n, err: err} }
+
+// quota is the room FailAfter left; nil is no limit.
+type quota struct {
+	mu   sync.Mutex
+	left int64
+	err  error
+}
+
+// write writes b to w as far as the quota lets it.
+func (q *quota) write(w *os.File, b []byte) (int, error) {
+	if q == nil {
+		return w.Write(b)
+	}
+	q.mu.Lock()
+	k := min(int64(len(b)), q.left)
+	q.left -= k
+	q.mu.Unlock()
+	n, err := w.Write(b[:k])
+	if err == nil && n < len(b) {
+		err = &fs.PathError{Op: "write", Path: w.Name(), Err: q.err}
+	}
+	return n, err
 }
 
 // Redact makes every later write pass through r, so no secret the run
@@ -77,20 +107,25 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 	if d.redact != nil {
 		data = d.redact.Bytes(data)
 	}
+	fail := func(err error) error { return &WriteError{File: d.File(name), Err: err} }
 	tmp, err := os.CreateTemp(d.path, "."+name+".*")
 	if err != nil {
-		return err
+		return fail(err)
 	}
-	if _, err := tmp.Write(data); err != nil {
+	if _, err := d.quota.write(tmp, data); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return err
+		return fail(err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return err
+		return fail(err)
 	}
-	return os.Rename(tmp.Name(), d.File(name))
+	if err := os.Rename(tmp.Name(), d.File(name)); err != nil {
+		os.Remove(tmp.Name())
+		return fail(err)
+	}
+	return nil
 }
 
 // WriteJSON writes v as indented JSON.
@@ -117,6 +152,8 @@ type JSONL struct {
 	skipped int
 	skipErr error // the first encoding error
 	err     error // the first write error: it sticks
+	size    int64 // bytes of whole lines in the file
+	quota   *quota
 }
 
 // flushAt is how many bytes of whole lines are held before they are written.
@@ -128,7 +165,12 @@ func (d *Dir) Append(name string) (*JSONL, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &JSONL{name: name, f: f, redact: d.redact}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	j := &JSONL{name: name, f: f, redact: d.redact, size: st.Size(), quota: d.quota}
 	j.enc = json.NewEncoder(&j.line)
 	return j, nil
 }
@@ -160,15 +202,49 @@ func (j *JSONL) Write(v any) {
 	}
 }
 
-// writeOut writes the pending whole lines in one write.
+// writeOut writes the pending whole lines in one write. A write that fails
+// (a full disk) may have put part of them in the file: the file is cut back
+// to its last whole line, so what a failed run leaves reads as what it
+// wrote whole, never as a torn line a kill left.
 func (j *JSONL) writeOut() {
 	if j.pending.Len() == 0 || j.err != nil {
 		return
 	}
-	if _, err := j.f.Write(j.pending.Bytes()); err != nil {
-		j.err = fmt.Errorf("%s: %w", j.name, err)
+	n, err := j.quota.write(j.f, j.pending.Bytes())
+	if err != nil {
+		j.err = &WriteError{File: j.f.Name(), Err: err}
+		if n > 0 {
+			if terr := j.f.Truncate(j.size); terr != nil {
+				j.err = &WriteError{File: j.f.Name(), Err: fmt.Errorf("%w; cutting the torn line back failed too: %v", err, terr)}
+			}
+		}
+	} else {
+		j.size += int64(n)
 	}
 	j.pending.Reset()
+}
+
+// WriteError is a write to the run directory that failed: the run stops
+// at the first one, since what it would go on to say could not be kept.
+type WriteError struct {
+	File string
+	Err  error
+}
+
+func (e *WriteError) Error() string {
+	msg := e.Err.Error()
+	if pe, ok := e.Err.(*fs.PathError); ok {
+		msg = pe.Err.Error()
+	}
+	return fmt.Sprintf("could not write %s: %s (the run stops here: free space or pick another output folder)", e.File, msg)
+}
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Err is the first write error, nil while every write went through.
+func (j *JSONL) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.err
 }
 
 // Skipped reports how many values could not be encoded, with the first

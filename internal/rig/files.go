@@ -2,6 +2,7 @@ package rig
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -60,10 +61,20 @@ func stampVersion(d *report.Dir, version string) error {
 	return d.WriteJSON("version.json", v)
 }
 
-func (f *files) flush() {
-	f.records.Flush()
-	f.samples.Flush()
-	f.steps.Flush()
+// flush writes every stream out; it returns the first write that failed.
+func (f *files) flush() error {
+	return errors.Join(f.records.Flush(), f.samples.Flush(), f.steps.Flush())
+}
+
+// keepStep writes a judged step after the records and scrapes it was
+// judged on: if any of them could not be written the step is not, so the
+// directory never holds a step `judge` would read otherwise.
+func (f *files) keepStep(s sweep.StepResult) error {
+	if err := errors.Join(f.records.Flush(), f.samples.Flush()); err != nil {
+		return err
+	}
+	f.steps.Write(s)
+	return f.steps.Flush()
 }
 
 // warnings says which values the run directory could not hold.

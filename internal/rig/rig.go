@@ -43,6 +43,9 @@ type Options struct {
 	// Telemetry, if set, is headroom's own /metrics, kept current as the
 	// run goes.
 	Telemetry *telemetry.Telemetry
+	// NewDir makes the run directory; nil is report.NewDir. Tests give one
+	// that fills (report.Dir.FailAfter).
+	NewDir func(root, recipe string, now time.Time) (*report.Dir, error)
 }
 
 // Phase names, in the order they run.
@@ -232,7 +235,11 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		return report.Summary{}, err
 	}
 	if r.dir == nil {
-		if r.dir, err = report.NewDir(cfg.Output, cfg.Recipe.Name, r.started); err != nil {
+		newDir := r.o.NewDir
+		if newDir == nil {
+			newDir = report.NewDir
+		}
+		if r.dir, err = newDir(cfg.Output, cfg.Recipe.Name, r.started); err != nil {
 			return report.Summary{}, err
 		}
 		r.dir.Redact(acc.redact)
@@ -453,14 +460,18 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 			}
 		},
 		OnStepStart: func(i, n int) { tel.SetStep(i, n) },
-		OnStep: func(s sweep.StepResult) {
+		OnStep: func(s sweep.StepResult) error {
 			for _, rec := range cut.inFlight(s.Index) {
 				files.records.Write(savedRecord{Record: rec, InFlight: true})
 			}
-			files.steps.Write(s)
-			files.flush() // a killed run keeps every finished step
+			// a killed run keeps every finished step; a step is kept, and
+			// then said, only once what judges it is on disk
+			if err := files.keepStep(s); err != nil {
+				return err
+			}
 			r.notify.post(stepMessage(cfg.Recipe.Name, s))
 			r.o.Telemetry.ObserveStep(s.Sessions, string(s.Judged.Verdict))
+			return nil
 		},
 	}
 	windowEnd := clock.Now() + time.Duration(cfg.Sweep.GPUWindowMin*float64(time.Minute))
@@ -495,11 +506,18 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		pf.Status, pf.Detail = "failed", res.PostFlight.Detail
 	}
 	r.addPhase(pf)
-	files.flush()
+	if ferr := files.flush(); ferr != nil && runErr == nil {
+		runErr = ferr
+	}
 	res.Warnings = append(res.Warnings, files.warnings()...)
 	sum = r.summary(res, &cal)
 	markCacheHits(&sum, res.Steps, append(r.savedSamples, runner.Samples()...))
 	if err := r.write(&sum); err != nil {
+		// the first failed write first: it is what stopped the run
+		var we *report.WriteError
+		if errors.As(runErr, &we) {
+			return sum, errors.Join(&PhaseError{Phase: PhaseSweep, Err: runErr}, err)
+		}
 		return sum, err
 	}
 	if mixes := r.otherMixes(ctx, cfg); len(mixes) > 0 {

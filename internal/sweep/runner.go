@@ -82,7 +82,10 @@ type Runner struct {
 	// OnSample is called one sample at a time, in order; on a virtual clock
 	// it runs off the clock (beside it), so it must not wait on the clock.
 	OnSample func(signal.Sample)
-	OnStep   func(StepResult)
+	// OnStep is told each judged step before it is printed or counted; an
+	// error (the step could not be kept) stops the sweep there, the step
+	// left out, and Run returns that error.
+	OnStep func(StepResult) error
 	// OnStepStart, if set, is told each step's index and sessions as it starts.
 	OnStepStart func(index, sessions int)
 	// Progress receives one line per event for people watching; may be nil.
@@ -163,10 +166,13 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		if r.Extra != nil {
 			step.Judged = WithParts(step.Judged, r.Extra(step.Index)...)
 		}
-		res.Steps = append(res.Steps, step)
 		if r.OnStep != nil {
-			r.OnStep(step)
+			if err := r.OnStep(step); err != nil {
+				res.StopReason, runErr = err.Error(), err
+				return step, false
+			}
 		}
+		res.Steps = append(res.Steps, step)
 		r.logf("step %d: %s", step.Index+1, describeStep(step))
 		return step, true
 	}
