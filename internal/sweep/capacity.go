@@ -35,6 +35,16 @@ type Capacity struct {
 	// low step's error interval wide only because it held few turns, bounded
 	// by the confident steps above it.
 	TooClose []int `json:"too_close_steps,omitempty"`
+	// Bracket is the ladder's own bracket beside the fitted interval: the
+	// most sessions of a step that passed and the fewest of a step above
+	// it that did not; 0 where there is none ([0, 4]: no step held, 4
+	// missed; [12, 0]: every step held). Summaries before version 2 lack
+	// it; report fills it from their steps.
+	Bracket [2]int `json:"bracket"`
+	// NotEstablished is true when no step passed: the run measured no
+	// capacity, whatever a fit of its steps says, and Sessions is 0; the
+	// note holds each step's evidence, Hi what bounds it from above.
+	NotEstablished bool `json:"not_established,omitempty"`
 }
 
 // TargetVerdict says whether the recipe holds the target step, by the same
@@ -92,16 +102,104 @@ type crossing struct {
 	step   int // the index of the step at which the curve left the bar
 }
 
-// CapacityOf computes capacity from the judged steps of one sweep. For each
-// bar part, the centre, pessimistic and optimistic curves are followed up the
-// ladder; where a curve first leaves the bar, the crossing is interpolated
-// linearly between that step and the one before. A missing value ends a curve
-// at the step before it: a missing measurement never passes, but it bounds
-// nothing from above, so the upper bound it leaves is open. Every part the
-// steps carry takes part, tool calls included; limited_by names the part that
-// missed at the step where capacity ended, or "no data: <signals>" when
-// nothing missed there and a measurement was lacking.
+// CapacityOf computes capacity from the judged steps of one sweep. Each bar
+// part with a value is fitted from every judged step at once (fitCrossings:
+// a monotone curve of the part against sessions, its interval from
+// resampling each step within its own interval); a part read by verdict
+// (tool calls) crosses at the steps. Capacity is the lowest crossing, its
+// bounds the lowest bounds. A missing value ends a part's curve at the step
+// before it: a missing measurement never passes, but it bounds nothing from
+// above, so the upper bound it leaves is open. limited_by names the part
+// that missed at the step where capacity ended, or "no data: <signals>" when
+// nothing missed there and a measurement was lacking. The ladder bracket
+// (the last step that held, the first above it that did not) goes beside
+// it, and a sweep in which no step passed establishes no capacity: it reads
+// 0 sessions, not established, with the steps' evidence in its note.
 func CapacityOf(points []Point) Capacity {
+	c := capacityOf(points)
+	if len(points) == 0 {
+		return c
+	}
+	pts := append([]Point(nil), points...)
+	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Sessions < pts[j].Sessions })
+	c.Bracket = bracketOf(pts)
+	if c.Bracket[0] > 0 {
+		return c
+	}
+	// no step held the bar: nothing was established, whatever a fit says
+	c.NotEstablished, c.AtLeast, c.TooClose = true, false, nil
+	if c.Sessions == 0 && strings.HasPrefix(c.LimitedBy, "no data") {
+		return c // not measured: the note already says why
+	}
+	if !c.BelowFirst && c.LimitedBy == "not reached" {
+		c.LimitedBy = "unknown"
+	}
+	if c.Hi <= 0 {
+		c.Hi = float64(pts[0].Sessions) // somewhere below the first step
+	}
+	c.Sessions, c.Lo = 0, 0
+	note := "no step held the bar: " + evidence(pts)
+	if c.Note != "" {
+		note = strings.TrimSuffix(c.Note, ".") + "; " + note
+	}
+	c.Note = note
+	return c
+}
+
+// bracketOf is the ladder's bracket: the most sessions of a step that
+// passed, and the fewest of a step above it that did not (0: none).
+func bracketOf(pts []Point) [2]int {
+	var b [2]int
+	for _, p := range pts {
+		if p.Judged.Verdict == verdict.Pass {
+			b[0] = max(b[0], p.Sessions)
+		}
+	}
+	for _, p := range pts {
+		if p.Judged.Verdict != verdict.Pass && p.Sessions > b[0] && (b[1] == 0 || p.Sessions < b[1]) {
+			b[1] = p.Sessions
+		}
+	}
+	return b
+}
+
+// evidence says what each step read, part by part where a part did not
+// pass: "4 sessions too_close (errors 0.0% (0.0-2.4%), bar < 2%)".
+func evidence(pts []Point) string {
+	var out []string
+	for _, p := range pts {
+		var why []string
+		for _, q := range p.Judged.Parts {
+			if q.Verdict != verdict.Pass {
+				why = append(why, partEvidence(q))
+			}
+		}
+		line := fmt.Sprintf("%d sessions %s", p.Sessions, p.Judged.Verdict)
+		if len(why) > 0 {
+			line += " (" + strings.Join(why, "; ") + ")"
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, ", ")
+}
+
+func partEvidence(q verdict.Part) string {
+	v := q.Value
+	if q.Verdict == verdict.NoData || math.IsNaN(v.Center) {
+		return q.Name + " no data"
+	}
+	switch q.Name {
+	case verdict.PartTTFT:
+		return fmt.Sprintf("ttft %s %.2f s (%.2f-%.2f), bar <= %g s", q.Verdict, v.Center, v.Lo, v.Hi, q.Bar)
+	case verdict.PartInteractivity:
+		return fmt.Sprintf("interactivity %s %.1f tok/s (%.1f-%.1f), bar >= %g", q.Verdict, v.Center, v.Lo, v.Hi, q.Bar)
+	case verdict.PartErrors:
+		return fmt.Sprintf("errors %s %.1f%% (%.1f-%.1f%%), bar < %g%%", q.Verdict, v.Center*100, v.Lo*100, v.Hi*100, q.Bar*100)
+	}
+	return fmt.Sprintf("%s %s %.3g (%.3g-%.3g), bar %g", q.Name, q.Verdict, v.Center, v.Lo, v.Hi, q.Bar)
+}
+
+func capacityOf(points []Point) Capacity {
 	if len(points) == 0 {
 		return Capacity{LimitedBy: "no data", Note: "no step ran"}
 	}
@@ -267,32 +365,16 @@ func sessionsList(s []int) string {
 	return "the steps at " + strings.Join(parts[:len(s)-1], ", ") + " and " + parts[len(s)-1] + " sessions"
 }
 
-// curveCrossings follows one part's centre, pessimistic and optimistic
-// values up the ladder. The pessimistic curve's first crossing bounds
-// capacity from below (close calls stay close); the centre and optimistic
-// curves cross where the part last leaves the bar, since capacity is the
-// most sessions the recipe holds: a noisy low step whose centre touched the
-// bar widens the interval down, but does not hide the steps above it that
-// held.
+// curveCrossings is one part's centre, pessimistic and optimistic
+// crossings: from every judged step at once for a part with a value
+// (fitCrossings), by verdict for a part read by verdict.
 func curveCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
-	pick := func(which int) func(verdict.Part) float64 {
-		return func(p verdict.Part) float64 {
-			switch {
-			case which == 0:
-				return p.Value.Center
-			case (which == 1) == rule.higherIsWorse:
-				return p.Value.Hi
-			default:
-				return p.Value.Lo
-			}
-		}
-	}
 	if rule.byVerdict {
 		notFail := func(v verdict.Verdict) bool { return v == verdict.Pass || v == verdict.TooClose }
 		passed := func(v verdict.Verdict) bool { return v == verdict.Pass }
 		return verdictCross(pts, rule.name, notFail, true, false), verdictCross(pts, rule.name, passed, false, false), verdictCross(pts, rule.name, notFail, true, true)
 	}
-	return crossAt(pts, rule, pick(0), true, false), crossAt(pts, rule, pick(1), false, rule.name == verdict.PartErrors), crossAt(pts, rule, pick(2), true, false)
+	return fitCrossings(pts, rule)
 }
 
 // lastHeld is the index of the step after which a curve leaves the bar:
@@ -345,71 +427,6 @@ func verdictCross(pts []Point, name string, held func(verdict.Verdict) bool, las
 	return c
 }
 
-// crossAt finds where a curve leaves the bar: its first crossing, or (last)
-// the crossing after the highest step where it held. A missing value, or a
-// confident fail of the part, counts as off the bar.
-//
-// envelope reads the error part's pessimistic curve under the rule that more
-// sessions never make fewer errors: an upper bound measured at a higher step
-// also bounds every step below it, so each step's pessimistic value is the
-// best of its own and those of the steps above it. A low step whose error
-// interval is wide only because it holds few turns (0 errors in 150 turns:
-// Wilson's upper bound 2.5% against a 2% bar) then no longer pulls the
-// lower bound to 0 when 8 sessions held with confidence; its own verdict
-// stays too close. Latency keeps the first crossing: a low step's latency
-// miss can be real (a handful of cold prompts) and stays visible.
-func crossAt(pts []Point, rule partRule, value func(verdict.Part) float64, last, envelope bool) crossing {
-	held := make([]bool, len(pts))
-	vals := make([]float64, len(pts))
-	measured := func(k int) bool {
-		part, ok := pts[k].Judged.Part(rule.name)
-		return ok && part.Verdict != verdict.NoData && !math.IsNaN(value(part))
-	}
-	for k, p := range pts {
-		if !measured(k) {
-			continue
-		}
-		part, _ := p.Judged.Part(rule.name)
-		vals[k] = value(part)
-	}
-	if envelope {
-		best := math.NaN()
-		for k := len(pts) - 1; k >= 0; k-- {
-			if !measured(k) {
-				continue
-			}
-			if !math.IsNaN(best) && (rule.higherIsWorse && best < vals[k] || !rule.higherIsWorse && best > vals[k]) {
-				vals[k] = best
-			}
-			best = vals[k]
-		}
-	}
-	for k, p := range pts {
-		if measured(k) {
-			part, _ := p.Judged.Part(rule.name)
-			held[k] = rule.ok(vals[k], part.Bar) && part.Verdict != verdict.Fail
-		}
-	}
-	k := lastHeld(held, last)
-	switch {
-	case k == len(pts)-1:
-		return crossing{at: float64(pts[k].Sessions)} // held to the last step: not reached
-	case k < 0:
-		return crossing{at: 0, reached: true, below: true, noData: !measured(0)}
-	}
-	prevS, s := float64(pts[k].Sessions), float64(pts[k+1].Sessions)
-	if !measured(k + 1) {
-		// nothing measured past it: no interpolation into the unknown
-		return crossing{at: prevS, reached: true, noData: true, step: k + 1}
-	}
-	part, _ := pts[k+1].Judged.Part(rule.name)
-	at := prevS
-	if v, prevV := vals[k+1], vals[k]; v != prevV {
-		at = prevS + (part.Bar-prevV)/(v-prevV)*(s-prevS)
-	}
-	return crossing{at: math.Max(prevS, math.Min(s, at)), reached: true, step: k + 1}
-}
-
 // Target judges the target step against the capacity interval.
 func (c Capacity) Target(target int) TargetVerdict {
 	t := float64(target)
@@ -433,16 +450,39 @@ func (c Capacity) String() string {
 		return fmt.Sprintf(">= %g sessions (no part crossed the bar; the ceiling was not reached; %s read too close on few turns)", c.Sessions, sessionsList(c.TooClose))
 	case c.AtLeast:
 		return fmt.Sprintf(">= %g sessions (every step passed; the ceiling was not reached)", c.Sessions)
-	case c.BelowFirst:
-		return fmt.Sprintf("below the first step (95%% interval %s-%s), limited by %s", fmtS(c.Lo), fmtS(c.Hi), c.LimitedBy)
 	case c.Sessions == 0 && strings.HasPrefix(c.LimitedBy, "no data"):
 		return fmt.Sprintf("not measured (%s from the first step)", c.LimitedBy)
+	case c.BelowFirst && c.Bracket[1] > 0:
+		return fmt.Sprintf("below the first step (%d sessions): not established, no step held the bar; limited by %s", c.Bracket[1], c.LimitedBy)
+	case c.BelowFirst:
+		return fmt.Sprintf("below the first step (95%% interval %s-%s), limited by %s", fmtS(c.Lo), fmtS(c.Hi), c.LimitedBy)
+	case c.NotEstablished:
+		hi := fmtS(c.Hi)
+		if c.HiOpen {
+			hi = ">=" + hi
+		}
+		return fmt.Sprintf("not established: no step held the bar (95%% interval 0-%s; ladder: first miss at %d sessions), limited by %s", hi, c.Bracket[1], c.LimitedBy)
 	}
 	hi := fmtS(c.Hi)
 	if c.HiOpen {
 		hi = ">=" + hi
 	}
-	return fmt.Sprintf("%s sessions (95%% interval %s-%s), limited by %s", fmtS(c.Sessions), fmtS(c.Lo), hi, c.LimitedBy)
+	return fmt.Sprintf("%s sessions (95%% interval %s-%s%s), limited by %s", fmtS(c.Sessions), fmtS(c.Lo), hi, c.BracketWords(), c.LimitedBy)
+}
+
+// BracketWords is the ladder's bracket as the capacity line gives it beside
+// the interval: "; ladder: 8 held, 12 missed"; empty when it is not known
+// (a summary written before version 2).
+func (c Capacity) BracketWords() string {
+	switch held, missed := c.Bracket[0], c.Bracket[1]; {
+	case held > 0 && missed > 0:
+		return fmt.Sprintf("; ladder: %d held, %d missed", held, missed)
+	case held > 0:
+		return fmt.Sprintf("; ladder: %d held", held)
+	case missed > 0:
+		return fmt.Sprintf("; ladder: none held, %d missed", missed)
+	}
+	return ""
 }
 
 func fmtS(v float64) string {

@@ -41,49 +41,63 @@ func step(n int, ttft, inter [3]float64) Point {
 	return Point{Sessions: n, Judged: verdict.Step{Verdict: v, Parts: []verdict.Part{t, i, e}}}
 }
 
+// logCross is where the log of a value, linear between two steps, meets the
+// bar: the crossing the fit finds when the two steps are in order.
+func logCross(x0, x1, v0, v1, bar float64) float64 {
+	return x0 + math.Log(bar/v0)/math.Log(v1/v0)*(x1-x0)
+}
+
 func TestCapacityOf(t *testing.T) {
 	fast := [3]float64{20, 18, 22}
 	cases := []struct {
 		name           string
 		points         []Point
-		want, lo, hi   float64
+		want, lo, hi   float64 // lo and hi: the bounds the interval must lie within
 		limitedBy      string
 		atLeast, below bool
+		bracket        [2]int
 	}{
-		// TTFT crosses 5.3 halfway between 4.3 at 6 and 6.3 at 8: capacity 7.
-		// The pessimistic hi curve (4.8 -> 6.8) crosses at 6.5, the optimistic
-		// lo curve (3.8 -> 5.8) at 7.5.
+		// TTFT crosses 5.3 between 4.3 at 6 and 6.3 at 8, in the log of
+		// the value; the interval, from resampling every step within its
+		// own interval, lies between the two steps.
 		{"interpolated ttft crossing", []Point{
 			step(4, [3]float64{2, 1.5, 2.5}, fast),
 			step(6, [3]float64{4.3, 3.8, 4.8}, fast),
 			step(8, [3]float64{6.3, 5.8, 6.8}, fast),
-		}, 7, 6.5, 7.5, "ttft", false, false},
-		// Interactivity limits before TTFT does: 12 -> 8 tok/s crosses 10 at 5.
+		}, logCross(6, 8, 4.3, 6.3, 5.3), 6, 8, "ttft", false, false, [2]int{6, 8}},
+		// Interactivity limits before TTFT does: 12 -> 8 tok/s crosses 10 near 5.
 		{"interactivity limits", []Point{
 			step(4, [3]float64{1, 0.5, 1.5}, [3]float64{12, 11, 13}),
 			step(6, [3]float64{1.5, 1, 2}, [3]float64{8, 7, 9}),
-		}, 5, 4.5, 5.5, "interactivity", false, false},
+		}, logCross(4, 6, 12, 8, 10), 4, 6, "interactivity", false, false, [2]int{4, 6}},
 		// Every step passed: capacity is at least the last step, nothing extrapolated.
 		{"all pass", []Point{
 			step(4, [3]float64{1, 0.5, 1.5}, fast),
 			step(8, [3]float64{2, 1.5, 2.5}, fast),
-		}, 8, 8, 8, "not reached", true, false},
-		// The first step already misses: below the first step.
+		}, 8, 8, 8, "not reached", true, false, [2]int{8, 0}},
+		// The first step already misses: below the first step, an interval
+		// from 0 to the first step, never a zero-width 0-0.
 		{"below first", []Point{
 			step(4, [3]float64{9, 8, 10}, fast),
-		}, 0, 0, 0, "ttft", false, true},
+		}, 0, 0, 4, "ttft", false, true, [2]int{0, 4}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := CapacityOf(c.points)
-			if !near(got.Sessions, c.want) || !near(got.Lo, c.lo) || !near(got.Hi, c.hi) {
-				t.Errorf("capacity = %g (%g-%g), want %g (%g-%g)", got.Sessions, got.Lo, got.Hi, c.want, c.lo, c.hi)
+			if !near(got.Sessions, c.want) || got.Lo < c.lo || got.Hi > c.hi {
+				t.Errorf("capacity = %g (%g-%g), want %g within %g-%g", got.Sessions, got.Lo, got.Hi, c.want, c.lo, c.hi)
+			}
+			if !c.atLeast && !(got.Lo < got.Hi) {
+				t.Errorf("interval %g-%g has no width, though no step pins the value", got.Lo, got.Hi)
 			}
 			if got.LimitedBy != c.limitedBy || got.AtLeast != c.atLeast || got.BelowFirst != c.below {
 				t.Errorf("limited by %q at_least %v below %v, want %q %v %v", got.LimitedBy, got.AtLeast, got.BelowFirst, c.limitedBy, c.atLeast, c.below)
 			}
 			if got.Lo > got.Sessions || got.Sessions > got.Hi {
 				t.Errorf("interval %g-%g does not hold the capacity %g", got.Lo, got.Hi, got.Sessions)
+			}
+			if got.Bracket != c.bracket {
+				t.Errorf("bracket %v, want %v", got.Bracket, c.bracket)
 			}
 		})
 	}
@@ -168,14 +182,17 @@ func TestCapacityFailOnBucketEdge(t *testing.T) {
 	}
 	p12.Judged.Verdict = verdict.Fail
 	got := CapacityOf([]Point{step(10, [3]float64{1, 0.7, 1.8}, [3]float64{10.7, 10, 13.3}), p12})
-	if got.HiOpen || got.Hi != 12 || got.LimitedBy != "interactivity" {
-		t.Errorf("capacity = %+v, want a closed upper bound at 12 limited by interactivity", got)
+	if got.HiOpen || got.Hi > 12 || got.Hi <= got.Sessions || got.LimitedBy != "interactivity" {
+		t.Errorf("capacity = %+v, want a closed upper bound at or below 12 limited by interactivity", got)
 	}
 }
 
 // TestCapacityIsTheMostSessionsHeld: a low step whose centre touched the bar
-// (a handful of cold prompts) widens the interval down to zero, but the
-// capacity is where the recipe last leaves the bar, above the steps that held.
+// (a handful of cold prompts) does not end capacity: the capacity is where
+// the recipe leaves the bar, above the steps that held. Read from every
+// step at once, the noisy low step is pooled with the confident steps above
+// it (more sessions never lower TTFT), so it no longer drags the lower
+// bound to 0 as the crossing of its own pessimistic bound did.
 func TestCapacityIsTheMostSessionsHeld(t *testing.T) {
 	fast := [3]float64{20, 18, 22}
 	got := CapacityOf([]Point{
@@ -187,8 +204,8 @@ func TestCapacityIsTheMostSessionsHeld(t *testing.T) {
 	if got.LimitedBy != "interactivity" || got.Sessions <= 10 || got.Sessions >= 12 || got.BelowFirst {
 		t.Errorf("capacity %s: want between 10 and 12, limited by interactivity", got)
 	}
-	if got.Lo != 0 {
-		t.Errorf("lo = %g: the 2-session step's pessimistic bound crossed, so the interval reaches 0", got.Lo)
+	if got.Lo <= 10 || got.Hi >= 12 {
+		t.Errorf("interval %g-%g: want it between the 10 sessions that held with confidence and the 12 that failed", got.Lo, got.Hi)
 	}
 }
 
@@ -256,16 +273,18 @@ func TestCapacityEveryPartCounts(t *testing.T) {
 		// The case: tool calls fail at 12, TTFT was too close at 8. It
 		// read "no step failed" with an open bound at 12 and a too-close
 		// target; now the tool-call fail ends capacity at 8, below 12.
-		// (TTFT's pessimistic bound still crosses at 7.8.)
+		// TTFT, too close at 8 but confident at 12, is pinned below the bar
+		// at 8 too (more sessions never lower TTFT): the bound is 8.
 		{"tool calls fail", []Point{
 			withPart(ok(4), toolCalls(verdict.Pass, 0, 0, 0.1)),
 			withPart(closeAt(8), toolCalls(verdict.Pass, 0, 0, 0.1)),
 			withPart(ok(12), toolCalls(verdict.Fail, 0.2, 0.1, 0.3)),
-		}, 8, 7.8, 12, false, "tool_calls", verdict.Fail},
-		// Tool calls fail at the only step: below the first step, by tool calls.
+		}, 8, 8, 12, false, "tool_calls", verdict.Fail},
+		// Tool calls fail at the only step: below the first step, by tool
+		// calls, somewhere under its 4 sessions.
 		{"tool calls fail at the first step", []Point{
 			withPart(ok(4), toolCalls(verdict.Fail, 0.2, 0.1, 0.3)),
-		}, 0, 0, 0, false, "tool_calls", verdict.Fail},
+		}, 0, 0, 4, false, "tool_calls", verdict.Fail},
 		// An inconclusive tool-call pass (interval past the bar) does not end
 		// capacity: evals block only on a confident fail.
 		{"tool calls inconclusive", []Point{
@@ -273,7 +292,8 @@ func TestCapacityEveryPartCounts(t *testing.T) {
 		}, 8, 8, 8, true, "not reached", verdict.NoData},
 		// Errors end the sweep at 8 and latency is no data there: limited by
 		// errors, not by the TTFT whose curve ended for lack of data; the
-		// errors' optimistic curve (0 -> 8%) crosses 2% at 5, a closed bound.
+		// errors' optimistic draws (0 -> 8%, the interval's low end at 8)
+		// cross 2% near 5, a closed bound.
 		{"errors end the sweep", []Point{ok(4), lowSent(8)}, 4, 4, 5, false, "errors", verdict.Fail},
 		// TTFT is missing at 8 and nothing else missed: no data, naming the
 		// signal; nothing was measured above 4, so the bound is open and a
@@ -284,13 +304,16 @@ func TestCapacityEveryPartCounts(t *testing.T) {
 		// The error counters are missing from the first step on: no data, not "below the first step".
 		{"no data from the first step", []Point{withPart(ok(4), noData("errors", "http_5xx"))}, 0, 0, 0, true, "no data: http_5xx", verdict.NoData},
 		// Interactivity fails at 8 as TTFT goes missing there: the fail is
-		// what missed; its optimistic curve (22 -> 6 tok/s) crosses 10 at 7.
-		{"a fail beside no data", []Point{ok(4), withPart(step(8, [3]float64{1, 0.5, 1.5}, [3]float64{5, 4, 6}), noData("ttft", "ttft_seconds"))}, 4, 4, 7, false, "interactivity", verdict.Fail},
+		// what missed; its optimistic draws (20 -> 6 tok/s, in the log)
+		// cross 10 near 6.3.
+		{"a fail beside no data", []Point{ok(4), withPart(step(8, [3]float64{1, 0.5, 1.5}, [3]float64{5, 4, 6}), noData("ttft", "ttft_seconds"))}, 4, 4, logCross(4, 8, 20, 6, 10), false, "interactivity", verdict.Fail},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			got := CapacityOf(c.points)
-			if !near(got.Sessions, c.want) || !near(got.Lo, c.lo) || !near(got.Hi, c.hi) || got.HiOpen != c.hiOpen {
+			// the upper bound is a percentile of resampled crossings: within
+			// a tenth of a session of the bound the steps' intervals imply
+			if !near(got.Sessions, c.want) || !near(got.Lo, c.lo) || math.Abs(got.Hi-c.hi) > 0.1 || got.HiOpen != c.hiOpen {
 				t.Errorf("capacity = %g (%g-%g, hi open %v), want %g (%g-%g, hi open %v): %s", got.Sessions, got.Lo, got.Hi, got.HiOpen, c.want, c.lo, c.hi, c.hiOpen, got.Note)
 			}
 			if got.LimitedBy != c.limitedBy {
@@ -326,7 +349,7 @@ func TestFewTurnsDoNotPullCapacityToZero(t *testing.T) {
 	fast := [3]float64{20, 18, 22}
 	p4 := withPart(step(4, [3]float64{2.2, 1.0, 3.2}, fast), errorsAt(verdict.TooClose, 0, 0, 0.025))
 	p8 := withPart(step(8, [3]float64{1.5, 0.9, 2.5}, [3]float64{13.5, 13.3, 20}), errorsAt(verdict.Pass, 0, 0, 0.015))
-	p12 := withPart(step(12, [3]float64{14.9, 7.9, 20}, [3]float64{5.5, 3.1, 7.2}), errorsAt(verdict.TooClose, 0, 0, 0.08))
+	p12 := withPart(step(12, [3]float64{14.9, 7.9, 20}, fast), errorsAt(verdict.TooClose, 0, 0, 0.08))
 	got := CapacityOf([]Point{p4, p8, p12})
 	if p4.Judged.Verdict != verdict.TooClose {
 		t.Fatalf("the 4-session step reads %s, want too close", p4.Judged.Verdict)

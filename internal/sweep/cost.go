@@ -12,6 +12,11 @@ type Cost struct {
 	USDPerSessionHourHi *float64 `json:"usd_per_session_hour_hi,omitempty"`
 	// AtMost is true when capacity is a lower bound, so the cost is an upper bound.
 	AtMost bool `json:"at_most,omitempty"`
+	// USDPerSessionHourAtLeast is set when no step held the bar (capacity
+	// not established, USDPerSessionHour null): the hourly price over the
+	// capacity interval's upper bound, the floor of an interval with no
+	// upper end, since the recipe may hold no session at all.
+	USDPerSessionHourAtLeast *float64 `json:"usd_per_session_hour_at_least,omitempty"`
 	// USDPerMillionTokens counts cached input, uncached input and output tokens
 	// from the server's counters at the last step that passed, as InferenceX does.
 	USDPerMillionTokens *float64 `json:"usd_per_million_tokens"`
@@ -24,11 +29,16 @@ type Cost struct {
 }
 
 // CostOf prices the capacity and the tokens of the last passing step;
-// tokens are the server's counters over that step's judged time.
+// tokens are the server's counters over that step's judged time. A capacity
+// that was not established (no step held the bar) gets no price per
+// session-hour, only a floor with an open upper end.
 func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokens Tokens, fromStep int) Cost {
 	hourly := float64(nodes*gpusPerNode) * usdPerGPUHour
 	out := Cost{USDPerHour: hourly, AtMost: c.AtLeast}
-	if c.Sessions > 0 && !c.BelowFirst {
+	if c.NotEstablished && c.Hi > 0 {
+		out.USDPerSessionHourAtLeast = ptr(hourly / c.Hi)
+	}
+	if c.Sessions > 0 && !c.BelowFirst && !c.NotEstablished {
 		out.USDPerSessionHour = ptr(hourly / c.Sessions)
 		if c.Hi > 0 {
 			out.USDPerSessionHourLo = ptr(hourly / c.Hi)
