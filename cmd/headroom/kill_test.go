@@ -215,7 +215,7 @@ func sameJSON(t *testing.T, what string, a, b any) {
 }
 
 // TestJSONSummaryOnRigError: a run that ends in a rig error (here an
-// endpoint that never comes up) exits 1 and still prints its summary with
+// endpoint nothing listens on) exits 1 and still prints its summary with
 // --json, carrying the error, with no capacity and no target verdict.
 func TestJSONSummaryOnRigError(t *testing.T) {
 	var out, errOut bytes.Buffer
@@ -229,7 +229,7 @@ func TestJSONSummaryOnRigError(t *testing.T) {
 	if jerr := json.Unmarshal(out.Bytes(), &raw); jerr != nil {
 		t.Fatalf("--json printed no summary after a rig error: %v\n%s", jerr, out.String())
 	}
-	if e, _ := raw["error"].(string); !strings.Contains(e, "not ready after") {
+	if e, _ := raw["error"].(string); !strings.Contains(e, "nothing listens on 127.0.0.1 port 1") {
 		t.Errorf("the summary's error is %q, want why the run stopped", raw["error"])
 	}
 	if raw["capacity"] != nil || raw["target"] != nil {

@@ -1,16 +1,20 @@
 package rig
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/transport"
+	"sigs.k8s.io/yaml"
 )
 
 // barSignals are the signals the bar needs; the alternatives in a group
@@ -27,7 +31,11 @@ func barSignals(clientErrors bool) [][]string {
 // preflight checks, before any load: the endpoint answers, lists the model,
 // the right recipe is live where the server says so, every signal the bar
 // needs is reported, and the engine is idle.
-func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access, src *metricsSource, clock *timescale.Clock) (string, error) {
+//
+// A server that reports no HTTP status counters at all has its errors
+// counted as the client sees them: preflight turns cfg.Bar.ClientErrors
+// on and says so.
+func preflight(ctx context.Context, cfg *config.Run, endpoint string, acc access, src *metricsSource, clock *timescale.Clock) (string, error) {
 	hc := acc.endpoint.Client(probeTimeout)
 	models, err := listModels(ctx, hc, endpoint)
 	if err != nil {
@@ -76,32 +84,38 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 		return "", fmt.Errorf("metrics: %w", err)
 	}
 	notes = append(notes, srcNotes...)
-	var missing []string
-	for _, group := range barSignals(cfg.Bar.ClientErrors) {
-		ok := false
-		for _, name := range group {
-			if _, h := s.Hist[name]; h {
-				ok = true
-			}
-			if _, c := s.Counter[name]; c {
-				ok = true
-			}
+	missing := missingSignals(s, cfg.Bar.ClientErrors)
+	if len(missing) > 0 {
+		// Some engines (llm-d-inference-sim) show their latency
+		// histograms only once they have answered a request: send one,
+		// and look again before refusing a signal.
+		if perr := prime(ctx, hc, endpoint, cfg.Recipe.Model); perr != nil {
+			notes = append(notes, fmt.Sprintf("a priming request failed (%v)", perr))
+		} else {
+			notes = append(notes, fmt.Sprintf("one priming request was sent, as %s was not reported yet", strings.Join(missing, ", ")))
 		}
-		if !ok {
-			missing = append(missing, strings.Join(group, " or "))
+		if s, err = src.Scrape(ctx, clock.Now()); err != nil {
+			return "", fmt.Errorf("metrics: %w", err)
 		}
+		fams, famErr = src.families(ctx, clock.Now())
+		missing = missingSignals(s, cfg.Bar.ClientErrors)
+	}
+	if !cfg.Bar.ClientErrors && len(missing) > 0 && !slices.ContainsFunc(missing, func(m string) bool { return !strings.HasPrefix(m, "http_") }) {
+		// The server counts no HTTP statuses at all (SGLang,
+		// llm-d-inference-sim): errors are counted as the client sees
+		// them, said here and in the report's warnings.
+		cfg.Bar.ClientErrors = true
+		notes = append(notes, clientErrorsNote(missing))
+		missing = nil
 	}
 	if len(missing) > 0 {
 		hint := "check recipe.metrics and recipe.mapping"
-		if strings.Contains(strings.Join(missing, " "), "http_") {
-			hint += "; a server without HTTP status counters (SGLang alone) needs its gateway's /metrics in recipe.metrics, or bar.client_errors: true to count refusals as the client sees them"
-		}
 		return "", fmt.Errorf("the bar needs signals the server does not report: %s (%s)", strings.Join(missing, ", "), hint)
 	}
 	if famErr != nil {
 		notes = append(notes, fmt.Sprintf("the rules' label matchers and the bar's buckets were not checked (%v)", famErr))
 	} else {
-		more, err := checkSignals(src.mapping, fams, cfg)
+		more, err := checkSignals(src.mapping, fams, *cfg)
 		if err != nil {
 			return "", err
 		}
@@ -124,6 +138,72 @@ func preflight(ctx context.Context, cfg config.Run, endpoint string, acc access,
 		detail += "; " + n
 	}
 	return detail, nil
+}
+
+// adoptClientErrors records that pre-flight turned bar.client_errors on:
+// config.yaml says so, so that `headroom judge` judges as the run did, and
+// the report's warnings say it once.
+func (r *run) adoptClientErrors(cfg config.Run) error {
+	r.cfg.Bar.ClientErrors = true
+	r.notes = append(r.notes, "errors are the client's count: the server reports no HTTP status counters (http_4xx, http_5xx), so pre-flight turned bar.client_errors on")
+	resolved, err := yaml.Marshal(cfg.Redacted())
+	if err != nil {
+		return err
+	}
+	return r.dir.WriteFile("config.yaml", resolved)
+}
+
+// missingSignals are the groups of bar signals s holds none of.
+func missingSignals(s signal.Sample, clientErrors bool) []string {
+	var missing []string
+	for _, group := range barSignals(clientErrors) {
+		ok := false
+		for _, name := range group {
+			if _, h := s.Hist[name]; h {
+				ok = true
+			}
+			if _, c := s.Counter[name]; c {
+				ok = true
+			}
+		}
+		if !ok {
+			missing = append(missing, strings.Join(group, " or "))
+		}
+	}
+	return missing
+}
+
+// clientErrorsNote says, once, that errors are the client's count.
+func clientErrorsNote(missing []string) string {
+	return fmt.Sprintf("the server reports no HTTP status counters (%s): refusals and server errors are counted as the client sees them (bar.client_errors); put a gateway's /metrics in recipe.metrics to judge them on the server's count", strings.Join(missing, ", "))
+}
+
+// prime sends one small streamed chat completion and reads it to the end,
+// so that an engine which shows its latency histograms only after its first
+// answer shows them.
+func prime(ctx context.Context, hc *http.Client, endpoint, model string) error {
+	body, err := json.Marshal(map[string]any{
+		"model": model, "max_tokens": 2, "stream": true,
+		"messages": []map[string]string{{"role": "user", "content": "ping"}},
+	})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("/v1/chat/completions answered HTTP %d", resp.StatusCode)
+	}
+	return nil
 }
 
 // modelList is /v1/models as headroom reads it: each model's id and, where

@@ -3,6 +3,7 @@ package rig
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/sim"
+	"github.com/headroom-bench/headroom/internal/timescale"
 )
 
 // slowStart stands in front of an endpoint: it answers the first n
@@ -119,6 +121,89 @@ func TestPreflightGivesUpOnAnEndpointThatStaysDown(t *testing.T) {
 			}
 			if waited := strings.Contains(progress.String(), "waiting for the endpoint"); waited != c.waits {
 				t.Errorf("waited %v, want %v:\n%s", waited, c.waits, progress.String())
+			}
+		})
+	}
+}
+
+// TestWaitReadyTellsStartingFromUnreachable: only answers that mean
+// "starting" are waited for. A host name that does not resolve and a
+// refused connection on a loopback address fail at once, after one try,
+// with what to check; a connection reset (an engine dropping connections
+// while it loads) is waited out until the timeout. Before the fix, every
+// connection failure was retried for the whole timeout.
+func TestWaitReadyTellsStartingFromUnreachable(t *testing.T) {
+	// a loopback port nothing listens on
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := ln.Addr().String()
+	ln.Close()
+	// a loopback port that accepts and drops every connection
+	resetter, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resetter.Close() })
+	go func() {
+		for {
+			c, err := resetter.Accept()
+			if err != nil {
+				return
+			}
+			if tc, ok := c.(*net.TCPConn); ok {
+				tc.SetLinger(0) // close with a reset
+			}
+			c.Close()
+		}
+	}()
+	noSuchHost := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, _, _ := net.SplitHostPort(addr)
+		return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
+	}
+	cases := []struct {
+		name     string
+		endpoint string
+		dial     func(ctx context.Context, network, addr string) (net.Conn, error)
+		want     []string
+		once     bool // fails after one try, without waiting
+	}{
+		// a typo in the host name
+		{"no such host", "http://engine.no-such-domain.invalid:8000", noSuchHost, []string{`host "engine.no-such-domain.invalid" does not resolve`, "recipe.endpoint"}, true},
+		// the server is not started, or the port is wrong
+		{"refused on loopback", "http://" + closedPort, nil, []string{"nothing listens on 127.0.0.1 port " + closedPort[strings.LastIndex(closedPort, ":")+1:], "start the server"}, true},
+		// connections reset while the engine loads: worth waiting for
+		{"reset", "http://" + resetter.Addr().String(), nil, []string{"not ready after 30 s", "sweep.ready_timeout_s"}, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var dials atomic.Int64
+			dialer := &net.Dialer{}
+			dial := c.dial
+			if dial == nil {
+				dial = dialer.DialContext
+			}
+			hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				dials.Add(1)
+				return dial(ctx, network, addr)
+			}}}
+			clock, err := timescale.New(1000) // 30 modelled seconds are 30 ms of wall time
+			if err != nil {
+				t.Fatal(err)
+			}
+			var progress strings.Builder
+			err = waitReady(context.Background(), hc, c.endpoint, 30*time.Second, clock, &progress)
+			if err == nil {
+				t.Fatal("waitReady passed against an endpoint that cannot answer")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if once := dials.Load() == 1; once != c.once {
+				t.Errorf("dialled %d times, want once: %v (progress: %s)", dials.Load(), c.once, progress.String())
 			}
 		})
 	}

@@ -346,9 +346,15 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		if err := waitReady(ctx, acc.endpoint.Client(probeTimeout), endpoint, seconds(cfg.Sweep.ReadyTimeoutS), clock, r.progress); err != nil {
 			return "", err
 		}
-		detail, err := preflight(ctx, cfg, endpoint, acc, src, clock)
+		asked := cfg.Bar.ClientErrors
+		detail, err := preflight(ctx, &cfg, endpoint, acc, src, clock)
 		if err != nil {
 			return "", err
+		}
+		if cfg.Bar.ClientErrors && !asked {
+			if err := r.adoptClientErrors(cfg); err != nil {
+				return "", err
+			}
 		}
 		// Too many turns over the served context stop the run here;
 		// workload.skip_over_context drops them before any lane starts.

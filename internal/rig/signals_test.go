@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
@@ -21,23 +22,47 @@ import (
 // HTTP status counters), as the signal package's fixture writes it.
 func standIn(t *testing.T, model string) string {
 	t.Helper()
+	url, _ := lazyStandIn(t, model, false)
+	return url
+}
+
+// lazyStandIn is standIn; when lazy, its /metrics leaves out the latency
+// histograms until it has answered a chat completion, as a freshly started
+// llm-d-inference-sim does. answered counts the chat completions.
+func lazyStandIn(t *testing.T, model string, lazy bool) (string, *atomic.Int64) {
+	t.Helper()
 	exposition, err := os.ReadFile("../signal/testdata/vllm_finish_reason_metrics.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var early []byte // the exposition without its latency histograms
+	for _, line := range strings.SplitAfter(string(exposition), "\n") {
+		if !strings.Contains(line, "_token_") {
+			early = append(early, line...)
+		}
+	}
+	var answered atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/models":
 			fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"vllm"}]}`, model)
+		case "/v1/chat/completions":
+			answered.Add(1)
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"pong\"}}]}\n\ndata: [DONE]\n\n")
 		case "/metrics":
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+			if lazy && answered.Load() == 0 {
+				w.Write(early)
+				return
+			}
 			w.Write(exposition)
 		default:
 			http.NotFound(w, r)
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL
+	return srv.URL, &answered
 }
 
 // preflightAgainst runs pre-flight against a stand-in with the default bar
@@ -54,7 +79,7 @@ func preflightAgainst(t *testing.T, m signal.Mapping) (string, *signal.Scraper, 
 	}
 	var acc access
 	scraper := &signal.Scraper{Targets: cfg.Recipe.Metrics, Mapping: m, Client: acc.metrics.Client(probeTimeout)}
-	detail, err := preflight(context.Background(), cfg, url, acc, fixedSource(scraper, acc), clock)
+	detail, err := preflight(context.Background(), &cfg, url, acc, fixedSource(scraper, acc), clock)
 	return detail, scraper, err
 }
 
@@ -129,5 +154,58 @@ func TestFetchFamilies(t *testing.T) {
 	_, err = fetchFamilies(context.Background(), acc.metrics.Client(probeTimeout), []string{bad})
 	if err == nil || strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "404") {
 		t.Errorf("error %v: want a 404 that keeps the password out", err)
+	}
+}
+
+// TestPreflightFallsBackToClientErrors: a server that reports no HTTP
+// status counters, with bar.client_errors left off, passes pre-flight:
+// errors are counted as the client sees them, and pre-flight says so once.
+// Before, it stopped: "the bar needs signals the server does not report:
+// http_4xx, http_5xx".
+func TestPreflightFallsBackToClientErrors(t *testing.T) {
+	cfg := config.Default()
+	url := standIn(t, cfg.Recipe.Model)
+	cfg.Recipe.Endpoint, cfg.Recipe.Metrics = url, []string{url + "/metrics"}
+	clock, err := timescale.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc access
+	scraper := &signal.Scraper{Targets: cfg.Recipe.Metrics, Mapping: signal.VLLM(), Client: acc.metrics.Client(probeTimeout)}
+	detail, err := preflight(context.Background(), &cfg, url, acc, fixedSource(scraper, acc), clock)
+	if err != nil {
+		t.Fatalf("pre-flight against a server without HTTP status counters: %v", err)
+	}
+	if !cfg.Bar.ClientErrors {
+		t.Error("bar.client_errors is still off: the steps would read errors as no data")
+	}
+	if n := strings.Count(detail, "counted as the client sees them"); n != 1 {
+		t.Errorf("pre-flight says %d times that errors are the client's count, want once: %q", n, detail)
+	}
+}
+
+// TestPreflightPrimesLazyHistograms: a server that shows its TTFT and TPOT
+// histograms only after its first answer gets one priming request, and
+// pre-flight passes on the second look. Before, it stopped at once.
+func TestPreflightPrimesLazyHistograms(t *testing.T) {
+	cfg := config.Default()
+	url, answered := lazyStandIn(t, cfg.Recipe.Model, true)
+	cfg.Recipe.Endpoint, cfg.Recipe.Metrics = url, []string{url + "/metrics"}
+	cfg.Bar.ClientErrors = true
+	clock, err := timescale.New(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acc access
+	scraper := &signal.Scraper{Targets: cfg.Recipe.Metrics, Mapping: signal.VLLM(), Client: acc.metrics.Client(probeTimeout)}
+	detail, err := preflight(context.Background(), &cfg, url, acc, fixedSource(scraper, acc), clock)
+	if err != nil {
+		t.Fatalf("pre-flight against a server whose histograms appear on first use: %v", err)
+	}
+	if answered.Load() != 1 {
+		t.Errorf("%d chat completions sent, want one priming request", answered.Load())
+	}
+	if !strings.Contains(detail, "one priming request was sent") {
+		t.Errorf("pre-flight does not say it primed the server: %q", detail)
 	}
 }
