@@ -159,6 +159,9 @@ type deltas struct {
 	start, end time.Duration
 	i0, i1     int                 // the samples closest to the edges
 	notes      map[string][]string // warning text -> the signals it applies to
+	// bad is set when a part of the series being summed shrank or moved
+	// by a fraction: the series is left out of the window
+	bad bool
 }
 
 // names lists the counters (or histograms) seen in the samples from edge to edge.
@@ -310,7 +313,9 @@ func (d *deltas) partDelta(p, name string, hist bool) (delta []float64, ok bool)
 		note("missing from the scrape at %v: used the one at %v", d.samples[d.i1].At, d.samples[ib].At)
 	}
 	prev, _ := get(ia)
+	kPrev := ia
 	delta = make([]float64, len(prev))
+	whole := hist || wholeCounts[name]
 	for k := ia + 1; k <= ib; k++ {
 		cur, held := get(k)
 		if !held {
@@ -329,18 +334,100 @@ func (d *deltas) partDelta(p, name string, hist bool) (delta []float64, ok bool)
 			}
 		}
 		if reset {
-			note("went down between %v and %v (engine restart?): delta taken from zero for that series", d.samples[k-1].At, d.samples[k].At)
+			// A restart starts from zero: what it shows next is at most what
+			// the series gains in about one scrape. A drop to more than that
+			// is a series that shrank with no restart (a proxy or exporter
+			// scaling it): no delta of it can be trusted in this window.
+			if at, bound, ok := d.restartBound(hist, kPrev, k, get); !ok {
+				d.bad = true
+				note("went down between %v and %v to %g, more than a restart could have counted since (%g a scrape): the series shrank with no restart, so this window has no data for it",
+					d.samples[kPrev].At, d.samples[k].At, at, bound)
+				return nil, false
+			}
+			note("went down between %v and %v (engine restart?): delta taken from zero for that series", d.samples[kPrev].At, d.samples[k].At)
 		}
 		for i := range cur {
+			step := cur[i] - prev[i]
 			if reset {
-				delta[i] += cur[i]
-			} else {
-				delta[i] += cur[i] - prev[i]
+				step = cur[i]
 			}
+			if whole && !(hist && i == len(cur)-1) && !isWhole(step) {
+				d.bad = true
+				note("moved by %g between %v and %v, a fraction of a count: counts are whole, so this window has no data for it", step, d.samples[kPrev].At, d.samples[k].At)
+				return nil, false
+			}
+			delta[i] += step
 		}
-		prev = cur
+		prev, kPrev = cur, k
 	}
 	return delta, true
+}
+
+// wholeCounts are the counters that count requests, which only move by
+// whole numbers (histogram counts always do).
+var wholeCounts = map[string]bool{
+	RequestsOK: true, RequestsAborted: true, RequestsFailed: true,
+	HTTP2xx: true, HTTP4xx: true, HTTP5xx: true, Preemptions: true,
+}
+
+// isWhole reports whether x is a whole number, to rounding.
+func isWhole(x float64) bool {
+	return math.Abs(x-math.Round(x)) <= 1e-6*math.Max(1, math.Abs(x))
+}
+
+// restartBound tells a restart from a series that shrank, for a drop of one
+// part's series between samples a and b: after a restart the series holds
+// only what it counted since, at most about one scrape's growth (taken as
+// twice the larger growth of the scrape before a and the one after b). at
+// is the count after the drop (a counter's value, a histogram's count). ok
+// is true for a restart, and when no growth either side is known.
+func (d *deltas) restartBound(hist bool, a, b int, get func(int) ([]float64, bool)) (at, bound float64, ok bool) {
+	held := func(k int) bool { _, ok := get(k); return ok }
+	count := func(v []float64) float64 {
+		if hist {
+			return v[len(v)-2]
+		}
+		return v[0]
+	}
+	cur, _ := get(b)
+	at = count(cur)
+	if at == 0 {
+		return at, 0, true
+	}
+	known := false
+	growth := func(i, j int) {
+		if i < 0 || j >= len(d.samples) || !held(i) || !held(j) {
+			return
+		}
+		vi, _ := get(i)
+		vj, _ := get(j)
+		if len(vi) != len(vj) || count(vj) < count(vi) {
+			return
+		}
+		known = true
+		bound = math.Max(bound, 2*(count(vj)-count(vi)))
+	}
+	before := -1
+	for k := a - 1; k >= 0; k-- {
+		if held(k) {
+			before = k
+			break
+		}
+	}
+	after := -1
+	for k := b + 1; k < len(d.samples); k++ {
+		if held(k) {
+			after = k
+			break
+		}
+	}
+	if before >= 0 {
+		growth(before, a)
+	}
+	if after >= 0 {
+		growth(b, after)
+	}
+	return at, bound, !known || at <= bound
 }
 
 // counter sums the parts' deltas of one counter.
@@ -348,11 +435,15 @@ func (d *deltas) counter(name string) (float64, bool) {
 	_, inA := d.samples[d.i0].Counter[name]
 	_, inB := d.samples[d.i1].Counter[name]
 	total, found := 0.0, false
+	d.bad = false
 	for _, p := range d.parts(name, false) {
 		if v, ok := d.partDelta(p, name, false); ok {
 			total += v[0]
 			found = true
 		}
+	}
+	if d.bad {
+		return 0, false
 	}
 	return total, found || (inA && inB)
 }
@@ -375,8 +466,12 @@ func (d *deltas) hist(name string) (stats.Histogram, bool) {
 		}
 	}
 	var sum []float64
+	d.bad = false
 	for _, p := range d.parts(name, true) {
 		v, ok := d.partDelta(p, name, true)
+		if d.bad {
+			return stats.Histogram{}, false
+		}
 		if !ok || len(v) != len(upper)+2 {
 			continue
 		}
