@@ -100,9 +100,10 @@ func measuredCapacity(c sweep.Capacity) bool {
 
 // crossing is where the part's centre line leaves the bar. For the part that
 // limited capacity it is the capacity itself, so the ▲ and the capacity card
-// say one number; any other part is read by capacity's rule: after the
+// say one number; any other part is read as its line shows it: after the
 // highest step at which its centre held (and the part did not fail),
-// interpolated to the next step, never into a step without data.
+// interpolated to the next step, never into a step without data (capacity
+// itself is fitted from every step at once: sweep.CapacityOf).
 func crossing(s Summary, curve []Step, m stepMetric) (float64, bool) {
 	if len(curve) == 0 {
 		return 0, false

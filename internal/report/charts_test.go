@@ -126,8 +126,10 @@ func points(t *testing.T, s string) [][2]float64 {
 // it hung below the bar's line.
 func TestCrossingSitsOnTheBarAtCapacity(t *testing.T) {
 	s := summaryOf(simLadder(), 8)
-	if s.Capacity.LimitedBy != "ttft" {
-		t.Fatalf("capacity %+v, want it limited by ttft", s.Capacity)
+	chart := map[string]int{"ttft": 0, "interactivity": 1}
+	idx, ok := chart[s.Capacity.LimitedBy]
+	if !ok {
+		t.Fatalf("capacity %+v, want it limited by ttft or interactivity", s.Capacity)
 	}
 	page := string(HTML(Run{Summary: s}))
 	capV, _ := capacityWords(s.Capacity)
@@ -135,15 +137,15 @@ func TestCrossingSitsOnTheBarAtCapacity(t *testing.T) {
 	if capV != want+" sessions" || !strings.Contains(page, capV) {
 		t.Fatalf("the capacity card reads %q, want %q on the page", capV, want+" sessions")
 	}
-	svg := chartOf(t, page, 0)
+	svg := chartOf(t, page, idx)
 	m := crossWordRe.FindStringSubmatch(svg)
 	if m == nil || m[1] != want {
-		t.Errorf("the TTFT chart's ▲ says %v, the capacity card %s", m, want)
+		t.Errorf("the %s chart's ▲ says %v, the capacity card %s", s.Capacity.LimitedBy, m, want)
 	}
 	bl := barLineRe.FindStringSubmatch(svg)
 	cr := crossingRe.FindStringSubmatch(svg)
 	if bl == nil || cr == nil {
-		t.Fatalf("no bar line (%v) or crossing (%v) in the TTFT chart", bl, cr)
+		t.Fatalf("no bar line (%v) or crossing (%v) in the %s chart", bl, cr, s.Capacity.LimitedBy)
 	}
 	by, _ := strconv.ParseFloat(bl[1], 64)
 	minY, maxY := math.Inf(1), math.Inf(-1)

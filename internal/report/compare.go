@@ -43,7 +43,10 @@ type Comparison struct {
 	// other holder whose $ per session-hour interval overlaps its: no
 	// recipe is starred then.
 	TooCloseToCall []string `json:"too_close_to_call,omitempty"`
-	Notes          []string `json:"notes"`
+	// Unranked says why no recipe is starred or called too close: the
+	// runs were judged against different bars or different targets.
+	Unranked string   `json:"unranked,omitempty"`
+	Notes    []string `json:"notes"`
 
 	rows []comparedRecipe
 }
@@ -198,10 +201,12 @@ func buildComparison(rows []comparedRecipe) Comparison {
 	}
 
 	// ★ the recipe that holds the target at the lowest $ per session-hour,
-	// unless the next holder's interval overlaps its interval
+	// unless the next holder's interval overlaps its interval, and never
+	// among runs judged against different bars or targets
+	out.Unranked = unranked(rows)
 	var holders []int
 	for i, r := range out.Recipes {
-		if r.Target != nil && r.Target.Verdict == verdict.Pass && r.USDPerSessionHour != nil {
+		if out.Unranked == "" && r.Target != nil && r.Target.Verdict == verdict.Pass && r.USDPerSessionHour != nil && (r.Capacity == nil || !r.Capacity.NotEstablished) {
 			holders = append(holders, i)
 		}
 	}
@@ -228,6 +233,27 @@ func buildComparison(rows []comparedRecipe) Comparison {
 	return out
 }
 
+// unranked says why the main runs cannot be ranked against each other:
+// different bars, or different targets; empty when they can.
+func unranked(rows []comparedRecipe) string {
+	bars, targets := map[string]bool{}, map[int]bool{}
+	for _, r := range rows {
+		if s := r.main; s != nil {
+			bars[barWords(s.Bar)] = true
+			if s.Target != nil {
+				targets[s.Target.Sessions] = true
+			}
+		}
+	}
+	switch {
+	case len(bars) > 1:
+		return "the runs were judged against different bars"
+	case len(targets) > 1:
+		return "the runs were judged against different targets"
+	}
+	return ""
+}
+
 func compareNotes(c Comparison) []string {
 	bars := map[string]bool{}
 	for _, r := range c.rows {
@@ -246,12 +272,14 @@ func compareNotes(c Comparison) []string {
 		}
 	}
 	notes = append(notes,
-		"Sessions at the bar: the most concurrent sessions each recipe held on its mix, with the 95% interval, each printed to the same tenth of a session; ≥ means no part crossed the bar at any step (every step passed, or was too close only on few turns that the steps above settled) and the ceiling was not reached; nothing is extrapolated past the steps that ran.",
+		"Sessions at the bar: the most concurrent sessions each recipe held on its mix, with the 95% interval, each printed to the same tenth of a session; ≥ means no part crossed the bar at any step (every step passed, or was too close only on few turns that the steps above settled) and the ceiling was not reached; not established means no step held the bar, so no capacity or price is stated; nothing is extrapolated past the steps that ran.",
 		"Target: ✓ the whole capacity interval is at or above the target, ✗ it is below, too close means the interval touches the target.",
 		"$/session-hour is the recipe's hourly price divided by the sessions it held, with the 95% interval from the capacity interval (≤ when the ceiling was not reached); $/M tokens counts cached input, uncached input and output tokens at the last step that passed.",
 		"Light-only and heavy-only come from runs (or a run's ladders) of the same recipe whose mix had no heavy (or no light) sessions: they run from the last step that passed to the first that did not; < means even the first step missed; blank means no such run was given.",
 	)
 	switch {
+	case c.Unranked != "":
+		notes = append(notes, "No recipe is starred: "+c.Unranked+", so holding one target at a lower price does not rank one recipe above another; re-judge them under one bar and target with `headroom judge` first.")
 	case c.Best != "":
 		notes = append(notes, "★ marks the recipe that holds the target at the lowest $ per session-hour, clear of the next one's interval.")
 	case len(c.TooCloseToCall) > 1:
@@ -363,7 +391,7 @@ func (c Comparison) CSV() []byte {
 	w := csv.NewWriter(&b)
 	_ = w.Write([]string{"recipe", "gpus", "nodes", "sessions", "sessions_lo", "sessions_hi", "sessions_at_least", "below_first_step", "sessions_text",
 		"limited_by", "target_sessions", "target_verdict", "usd_per_hour", "usd_per_session_hour", "usd_per_session_hour_lo", "usd_per_session_hour_hi",
-		"usd_per_session_hour_at_most", "usd_per_million_tokens", "light_only", "heavy_only", "best", "too_close_to_call", "run_dir"})
+		"usd_per_session_hour_at_most", "usd_per_million_tokens", "light_only", "heavy_only", "best", "too_close_to_call", "run_dir", "not_established"})
 	ptr := func(p *float64) string {
 		if p == nil {
 			return ""
@@ -386,7 +414,7 @@ func (c Comparison) CSV() []byte {
 			tc = tc || n == r.Name
 		}
 		row = append(row, r.CapacityText, r.LimitedBy, ts, tv, csvNum(r.USDPerHour), ptr(r.USDPerSessionHour), ptr(r.USDPerSessionHourLo), ptr(r.USDPerSessionHourHi),
-			fmt.Sprint(r.AtMost), ptr(r.USDPerMillionTokens), r.LightOnly, r.HeavyOnly, fmt.Sprint(r.Best), fmt.Sprint(tc), r.RunDir)
+			fmt.Sprint(r.AtMost), ptr(r.USDPerMillionTokens), r.LightOnly, r.HeavyOnly, fmt.Sprint(r.Best), fmt.Sprint(tc), r.RunDir, fmt.Sprint(r.Capacity != nil && r.Capacity.NotEstablished))
 		_ = w.Write(row)
 	}
 	w.Flush()
@@ -409,6 +437,10 @@ func compareCapacity(s Summary) string {
 		return "≥ " + num1(round1(c.Sessions))
 	case c.BelowFirst:
 		return "< " + fmt.Sprint(firstStep(s))
+	case c.NotEstablished && strings.HasPrefix(c.LimitedBy, "no data"):
+		return "no data"
+	case c.NotEstablished:
+		return fmt.Sprintf("not established (none held; %d missed)", c.Bracket[1])
 	}
 	center, lo, hi := round1(c.Sessions), round1(c.Lo), round1(c.Hi)
 	if lo == center && hi == center {

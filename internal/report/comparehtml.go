@@ -87,6 +87,9 @@ func compareBars(rows []comparedRecipe, per func(Summary) float64, digits int) [
 		case c.BelowFirst:
 			b.center, b.text = 0, fmt.Sprintf("below the first step (%d sessions)", firstStep(*s))
 			b.lo, b.hi = math.NaN(), math.NaN()
+		case c.NotEstablished:
+			b.center, b.text = 0, fmt.Sprintf("not established (no step held; %d missed)", c.Bracket[1])
+			b.lo, b.hi = math.NaN(), math.NaN()
 		default:
 			hi := f(b.hi)
 			if c.HiOpen {

@@ -399,12 +399,16 @@ func capacityWords(c sweep.Capacity) (string, string) {
 		return fmt.Sprintf("≥ %s sessions", num1(c.Sessions)), esc(c.Note)
 	case c.AtLeast:
 		return fmt.Sprintf("≥ %s sessions", num1(c.Sessions)), "every step passed; the ceiling was not reached"
-	case c.BelowFirst:
-		return "below the first step", fmt.Sprintf("95%% interval %s–%s", num1(c.Lo), hiWords(c))
 	case c.Sessions == 0 && strings.HasPrefix(c.LimitedBy, "no data"):
 		return "no data", esc(c.Note + " " + c.LimitedBy)
+	case c.BelowFirst && c.NotEstablished:
+		return "below the first step", esc(c.Note)
+	case c.BelowFirst:
+		return "below the first step", fmt.Sprintf("95%% interval %s–%s", num1(c.Lo), hiWords(c))
+	case c.NotEstablished:
+		return "not established", esc(c.Note)
 	}
-	return fmt.Sprintf("%s sessions", num1(c.Sessions)), fmt.Sprintf("95%% interval %s–%s", num1(c.Lo), hiWords(c))
+	return fmt.Sprintf("%s sessions", num1(c.Sessions)), fmt.Sprintf("95%% interval %s–%s", num1(c.Lo), hiWords(c)) + esc(c.BracketWords())
 }
 
 func limitWords(c sweep.Capacity) string {
@@ -428,7 +432,11 @@ func limitWords(c sweep.Capacity) string {
 
 func sessionHourWords(c sweep.Cost) (string, string) {
 	if c.USDPerSessionHour == nil {
-		return "n/a", fmt.Sprintf("no step held the bar; the recipe costs $%.2f/hour", c.USDPerHour)
+		d := fmt.Sprintf("no step held the bar; the recipe costs $%.2f/hour", c.USDPerHour)
+		if c.USDPerSessionHourAtLeast != nil {
+			d = fmt.Sprintf("no step held the bar: at least $%.2f, with no upper end; the recipe costs $%.2f/hour", *c.USDPerSessionHourAtLeast, c.USDPerHour)
+		}
+		return "n/a", d
 	}
 	prefix := "$"
 	if c.AtMost {

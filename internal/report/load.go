@@ -83,6 +83,7 @@ func LoadRun(d *Dir) (Run, error) {
 		if err := json.Unmarshal(b, &r.Summary); err != nil {
 			return r, fmt.Errorf("read %s: %w (the file is not a headroom summary; re-run `headroom judge` to rewrite it)", d.File("summary.json"), err)
 		}
+		r.Summary.upgrade()
 	case errors.Is(err, fs.ErrNotExist):
 		if stepsErr != nil {
 			return r, fmt.Errorf("%s holds neither summary.json nor a readable steps.jsonl (%v): is it a run directory?", d.Path(), stepsErr)
@@ -132,6 +133,7 @@ func loadSummary(d *Dir) (Summary, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return s, fmt.Errorf("read %s: %w (the file is not a headroom summary)", d.File("summary.json"), err)
 	}
+	s.upgrade()
 	if s.Mix == nil {
 		if cfg, err := readConfig(d); err == nil && cfg.Workload.Mix != nil {
 			m := *cfg.Workload.Mix
@@ -185,12 +187,11 @@ func readSteps(d *Dir) ([]sweep.StepResult, error) {
 func rebuild(d *Dir, cfg runConfig, steps []sweep.StepResult) Summary {
 	s := Summary{Version: SummaryVersion, Recipe: cfg.Recipe, RunDir: d.Path(), TimeScale: cfg.TimeScale}
 	s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate = cfg.Bar.TTFTP90S, cfg.Bar.InteractivityP90TPS, cfg.Bar.ErrorRate
-	points := make([]sweep.Point, 0, len(steps))
 	for _, st := range steps {
 		s.Steps = append(s.Steps, StepOf(st))
-		points = append(points, sweep.Point{Sessions: st.Sessions, Judged: st.Judged})
 	}
-	s.Capacity = sweep.CapacityOf(points)
+	// the latest judgement of each level, as the run itself reads them
+	s.Capacity = sweep.CapacityOf(sweep.Points(steps))
 	if cfg.Sweep.Target > 0 {
 		t := s.Capacity.Target(cfg.Sweep.Target)
 		s.Target = &t

@@ -13,8 +13,9 @@ import (
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
-// SummaryVersion is the version of summary.json.
-const SummaryVersion = 1
+// SummaryVersion is the version of summary.json (see upgrade.go for what
+// each version added and how older ones are read).
+const SummaryVersion = 2
 
 // Summary is what a run found: the JSON of `headroom run --json`, the
 // summary.json of the run directory, and the source of every rendering.

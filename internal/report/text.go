@@ -64,9 +64,34 @@ func WriteText(w io.Writer, s Summary) error {
 	return err
 }
 
+// Headline is a run's capacity and cost in one line, as the PR comment and
+// the run's last notification give them: nothing a run did not establish
+// reads as measured there either.
+func Headline(s Summary) string {
+	capacity := "not measured (no step was judged)"
+	if len(s.Steps) > 0 {
+		capacity = s.Capacity.String()
+	}
+	return fmt.Sprintf("capacity %s; cost %s", capacity, costLine(s.Cost))
+}
+
+// DoneText is the run's last notification (the PR comment's closing line):
+// the recipe, its headline and why the sweep stopped.
+func DoneText(s Summary) string {
+	out := s.Recipe.Name + ": " + Headline(s)
+	if s.StopReason != "" {
+		out += "; " + s.StopReason
+	}
+	return out
+}
+
 func costLine(c sweep.Cost) string {
 	if c.USDPerSessionHour == nil {
-		return fmt.Sprintf("n/a per session-hour (no step held the bar); the recipe costs $%.2f/hour", c.USDPerHour)
+		floor := ""
+		if c.USDPerSessionHourAtLeast != nil {
+			floor = fmt.Sprintf(": at least $%.2f, with no upper end", *c.USDPerSessionHourAtLeast)
+		}
+		return fmt.Sprintf("n/a per session-hour (no step held the bar%s); the recipe costs $%.2f/hour", floor, c.USDPerHour)
 	}
 	prefix := "$"
 	if c.AtMost {
