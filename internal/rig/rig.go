@@ -532,7 +532,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 			return sum, err
 		}
 	}
-	r.notify.post(live.Message{Text: fmt.Sprintf("%s: capacity %s; %s", cfg.Recipe.Name, sum.Capacity, sum.StopReason), Event: "done",
+	r.notify.post(live.Message{Text: report.DoneText(sum), Event: "done",
 		Fields: map[string]any{"recipe": cfg.Recipe.Name, "capacity": sum.Capacity, "cost": sum.Cost, "target": sum.Target, "run_dir": sum.RunDir}})
 	var out error
 	if runErr != nil {
