@@ -160,7 +160,9 @@ its interval and per million tokens, and light-only and heavy-only capacity
 where those runs (or a run's light and heavy ladders) exist. ★ marks the
 recipe that holds the target at the lowest $ per session-hour; when its
 interval overlaps the next holder's, no recipe is starred and the table says
-they are too close to call.
+they are too close to call. Runs judged against different bars or different
+targets are never ranked: no recipe is starred, and the notes say why. A run
+in which no step held the bar reads "not established", with no price.
 
 Markdown goes to stdout, or JSON with --json, or CSV (one row per recipe)
 with --csv. --html writes the page with every recipe's P90 TTFT and P90
