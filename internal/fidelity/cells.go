@@ -192,6 +192,9 @@ func simulatedSpan(c sweep.Capacity, first int) span {
 		return span{Lo: c.Sessions, Hi: math.Inf(1)}
 	case c.BelowFirst:
 		return span{Lo: 0, Hi: float64(first), OpenHi: true}
+	case c.NotEstablished:
+		// no step held the bar: capacity lies somewhere under its upper bound
+		return span{Lo: 0, Hi: c.Hi, OpenHi: c.HiOpen}
 	}
 	return span{Lo: c.Sessions, Hi: c.Sessions}
 }
@@ -307,6 +310,8 @@ func capacityWords(w Sweep) string {
 		return fmt.Sprintf("≥ %g (%s)", c.Sessions, limit)
 	case c.BelowFirst:
 		return fmt.Sprintf("< %d (%s)", w.Summary.Steps[0].Sessions, limit)
+	case c.NotEstablished:
+		return fmt.Sprintf("not established (no step held; 0–%.1f, %s)", c.Hi, limit)
 	}
 	return fmt.Sprintf("%.1f (%.1f–%.1f, %s)", c.Sessions, c.Lo, c.Hi, limit)
 }

@@ -19,15 +19,21 @@ func ModelLimits() map[string]string {
 		"sessions extend a cached history by a few thousand tokens a turn (p90 8.6K new tokens), while " +
 		"the report's heavy-only sessions \"miss the bar on single long prompts\", uncached ones the " +
 		"workload does not send"
+	notEstablished := "today's ladder in the model starts at 10 sessions, which reads too close on " +
+		"interactivity (its interval touches 10 tokens/s) before 15 fails: no step passed, so capacity " +
+		"is not established and no price per session-hour is stated, only a floor with no upper end"
 	return map[string]string{
 		LimitKey(0, ColLimit): "the bar was set from this recipe at 10 sessions, TTFT 4.8 s + 10% and " +
 			"interactivity 12.5 - 20%, so TTFT has half the margin by construction; the model reads TTFT " +
 			"~2.2 s and interactivity ~10 at 10 sessions (its prefill is fast against its decode compared " +
-			"with the real engine's), so interactivity crosses first; the capacity (≈ 10) and its cost hold",
+			"with the real engine's), so interactivity crosses first; the capacity (≈ 10) holds",
 		LimitKey(3, ColLimit): "the model gives two vLLM copies behind a prefix-affinity router each half of " +
 			"recipe 0's load, so they hold about what two SGLang copies do (7 ≥ 20) and run out of " +
 			"interactivity at 20; the report's recipe 3 held only ~1.4x recipe 0, on TTFT, which its text " +
 			"does not explain (it found router and copy bugs, #557 and #558, while building it)",
+		LimitKey(0, ColSessionHour): notEstablished,
+		LimitKey(1, ColSessionHour): notEstablished,
+		LimitKey(5, ColSessionHour): notEstablished,
 		LimitKey(3, ColSessionHour): "$ per session-hour is the price over the capacity: the model's recipe 3 " +
 			"holds ~20 sessions (see its limiting part), not the report's ~14",
 		LimitKey(3, ColHeavy): heavy2,
