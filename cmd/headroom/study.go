@@ -18,21 +18,34 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 		Short: "Measure the method on the virtual clock: interval coverage, and GPU minutes the adaptive sweep saves",
 	}
 	var (
-		files         []string
-		seeds, longer int
-		workers       int
-		asJSON        bool
-		out           string
+		files                 []string
+		runs, truthRuns, fine int
+		sets                  []string
+		workers               int
+		asJSON                bool
+		out                   string
 	)
 	// inputs are the run files (the default run without -f) and the
 	// directory the study's runs go to (a fresh temporary one without -o)
 	inputs := func() ([]config.Run, string, error) {
-		cfgs := []config.Run{config.Default()}
-		if len(files) > 0 {
-			cfgs = nil
+		var ovs []config.Override
+		for _, arg := range sets {
+			o, err := config.ParseSet(arg)
+			if err != nil {
+				return nil, "", err
+			}
+			ovs = append(ovs, o)
+		}
+		var cfgs []config.Run
+		if len(files) == 0 {
+			cfg, err := config.DefaultWith(ovs...)
+			if err != nil {
+				return nil, "", err
+			}
+			cfgs = append(cfgs, cfg)
 		}
 		for _, f := range files {
-			cfg, err := config.Load(f)
+			cfg, err := config.LoadWith(f, ovs...)
 			if err != nil {
 				return nil, "", err
 			}
@@ -49,15 +62,29 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	coverage := &cobra.Command{
 		Use:   "coverage",
-		Short: "How often capacity intervals cover the long-run capacity, over repeated runs with different seeds",
-		Long: `coverage runs each run file --seeds times on the virtual clock, each with its
-own traffic and bootstrap seed, then once more with steps --longer times as
-long on a ladder of every session count around the capacities found (the
-long-run capacity), and counts the runs whose 95% capacity interval contains
-it. A method whose intervals are honest covers about 95% of the time; much
-less means the intervals are too narrow.`,
-		Example: `  headroom sim study coverage --seeds 20
-  headroom sim study coverage -f examples/reference/0-vllm.yaml --seeds 20 --longer 4 --json`,
+		Short: "How often step and capacity intervals cover a truth pooled from many independent runs, and how often steps read pass or fail against it",
+		Long: `coverage runs each run file --runs times on the virtual clock, each with its
+own workload and sweep seed (1000, 1001, ...), exactly as simulate does. It
+then measures the truth, which no estimator under study defines: at every
+session count the runs stepped at, --truth-runs single-level runs (one step,
+no repeat, no kill switch, seeds of their own) whose judged windows are all
+pooled into one histogram per signal, and the P90 TTFT and interactivity of
+that pool; then the same on a fine grid (at most --fine levels) between the
+last level whose truth held the bar and the first that did not. The true
+capacity is where the pooled truth crosses the bar, interpolated between
+those two levels on the worst part's margin.
+
+It reports, each with its 95% Wilson interval: how often the runs' capacity
+intervals hold the true capacity; how often each step's TTFT and
+interactivity intervals hold the truth at its level; the false-pass rate
+(steps whose truth is beyond the bar that read pass) and the false-fail rate
+(steps whose truth is within that read fail), a step reading the worst of
+its ttft, interactivity and errors parts. It also gives each interval's mean
+half-width against the spread of its estimate between runs (calibrated: 1.96
+standard deviations; a ratio near 1 is calibrated, well above 1 covers by
+being wide) and the GPU minutes each sweep spent.`,
+		Example: `  headroom sim study coverage --runs 20 --truth-runs 20
+  headroom sim study coverage -f examples/reference/0-vllm.yaml --runs 20 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfgs, d, err := inputs()
@@ -66,7 +93,8 @@ less means the intervals are too narrow.`,
 			}
 			var all []study.Coverage
 			for _, cfg := range cfgs {
-				c, err := study.MeasureCoverage(cmd.Context(), cfg, seeds, longer, workers, study.Virtual(d), stderr)
+				o := study.Options{Runs: runs, TruthRuns: truthRuns, Fine: fine, Workers: workers}
+				c, err := study.MeasureCoverage(cmd.Context(), cfg, o, study.Virtual(d), stderr)
 				if err != nil {
 					return err
 				}
@@ -75,16 +103,12 @@ less means the intervals are too narrow.`,
 			if asJSON {
 				return writeJSON(stdout, all)
 			}
-			fmt.Fprintln(stdout, "| recipe | runs | covered | above | below | coverage | mean interval width | long-run capacity (steps x longer) | wall |")
-			fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|---|---|")
-			for _, c := range all {
-				fmt.Fprintf(stdout, "| %s | %d | %d | %d | %d | %.0f%% | %.2f sessions | %s (x%d) | %.0f s |\n", c.Recipe, len(c.Runs), c.Covered, c.Above, c.Below, 100*c.Rate(), c.MeanWidth, c.LongRun.String(), c.Longer, c.WallS)
-			}
-			return nil
+			return study.WriteCoverage(stdout, all)
 		},
 	}
-	coverage.Flags().IntVar(&seeds, "seeds", 20, "runs per run file, each with its own seed")
-	coverage.Flags().IntVar(&longer, "longer", 4, "the long run's steps are this many times as long")
+	coverage.Flags().IntVar(&runs, "runs", 20, "runs per run file, each with its own seed")
+	coverage.Flags().IntVar(&truthRuns, "truth-runs", 20, "single-level runs pooled into the truth at each level")
+	coverage.Flags().IntVar(&fine, "fine", 6, "the most levels of the fine grid near the crossing")
 	sweeps := &cobra.Command{
 		Use:   "sweeps",
 		Short: "GPU minutes of the linear ladder against the adaptive sweep, at the same resolution",
@@ -118,6 +142,7 @@ spent, warm-up included, with the capacity and interval each found.`,
 	}
 	for _, c := range []*cobra.Command{coverage, sweeps} {
 		c.Flags().StringArrayVarP(&files, "file", "f", nil, "a run file on endpoint sim (repeatable; default: the built-in default run)")
+		c.Flags().StringArrayVar(&sets, "set", nil, "set a field of every run file (the default run's without -f), `PATH=VALUE` as simulate --set does; repeatable")
 		c.Flags().IntVar(&workers, "workers", runtime.GOMAXPROCS(0), "runs at once (each on its own virtual clock)")
 		c.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 		c.Flags().StringVar(&out, "output", "", "folder for the runs' directories (default: a temporary folder)")

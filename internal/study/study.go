@@ -1,7 +1,8 @@
 // Package study runs repeated simulated runs on the virtual clock to
-// measure the method itself: how often capacity intervals cover the
-// long-run capacity, and how many GPU minutes the adaptive sweep saves over
-// the linear ladder.
+// measure the method itself: how often step and capacity intervals cover a
+// truth pooled from many independent runs, how often steps read pass or
+// fail against that truth, and how many GPU minutes the adaptive sweep
+// saves over the linear ladder.
 package study
 
 import (
@@ -10,7 +11,6 @@ import (
 	"io"
 	"math"
 	"path/filepath"
-	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/report"
@@ -38,115 +38,6 @@ func Virtual(dir string) RunFunc {
 		// off by the kill switch) still measured a capacity
 		return sum, nil
 	}
-}
-
-// Coverage is how often the capacity intervals of ordinary runs, each with
-// its own traffic seed, contain the long-run capacity.
-type Coverage struct {
-	Recipe string `json:"recipe"`
-	// LongRun is the capacity of one run with steps Longer times as long on
-	// a ladder of every session count around the crossing: the value the
-	// ordinary runs estimate.
-	LongRun sweep.Capacity `json:"long_run"`
-	Longer  int            `json:"longer"`
-	// Runs are the ordinary runs' capacities, in seed order.
-	Runs    []sweep.Capacity `json:"runs"`
-	Seeds   []uint64         `json:"seeds"`
-	Covered int              `json:"covered"`
-	// Above and Below count the runs whose interval lies above or below
-	// the long-run capacity.
-	Above     int     `json:"above"`
-	Below     int     `json:"below"`
-	MeanWidth float64 `json:"mean_width"`
-	WallS     float64 `json:"wall_s"`
-}
-
-// Rate is the share of runs whose interval covered the long-run capacity.
-func (c Coverage) Rate() float64 {
-	if len(c.Runs) == 0 {
-		return math.NaN()
-	}
-	return float64(c.Covered) / float64(len(c.Runs))
-}
-
-// MeasureCoverage runs base with seeds 1..n (workload and bootstrap seeds
-// both), then the long run, and counts the intervals that cover it.
-func MeasureCoverage(ctx context.Context, base config.Run, n, longer, workers int, run RunFunc, progress io.Writer) (Coverage, error) {
-	start := time.Now()
-	cov := Coverage{Recipe: base.Recipe.Name, Longer: longer, Runs: make([]sweep.Capacity, n), Seeds: make([]uint64, n)}
-	err := rig.Parallel(ctx, n, workers, func(ctx context.Context, i int) error {
-		cfg := base
-		seed := uint64(1000 + i)
-		cfg.Workload.Seed, cfg.Sweep.Seed = seed, seed
-		sum, err := run(ctx, cfg)
-		if err != nil {
-			return fmt.Errorf("seed %d: %w", seed, err)
-		}
-		cov.Runs[i], cov.Seeds[i] = sum.Capacity, seed
-		fmt.Fprintf(progress, "coverage %s: seed %d: capacity %s\n", base.Recipe.Name, seed, sum.Capacity.String())
-		return nil
-	})
-	if err != nil {
-		return cov, err
-	}
-	long, err := longRun(ctx, base, cov.Runs, longer, run)
-	if err != nil {
-		return cov, fmt.Errorf("the long run: %w", err)
-	}
-	cov.LongRun = long
-	fmt.Fprintf(progress, "coverage %s: long run (steps x%d): capacity %s\n", base.Recipe.Name, longer, long.String())
-	width := 0.0
-	for _, c := range cov.Runs {
-		width += c.Hi - c.Lo
-		switch {
-		case long.Sessions < c.Lo: // the interval lies above it
-			cov.Above++
-		case long.Sessions > c.Hi: // below it
-			cov.Below++
-		default:
-			cov.Covered++
-		}
-	}
-	cov.MeanWidth = width / float64(n)
-	cov.WallS = time.Since(start).Seconds()
-	return cov, nil
-}
-
-// longRun measures base's capacity with longer steps on a ladder of every
-// session count from two below the lowest capacity the runs found to two
-// above the highest, with a seed apart from theirs and, for synthesised
-// traffic, longer times as many sessions drawn from the same synthesiser.
-func longRun(ctx context.Context, base config.Run, runs []sweep.Capacity, longer int, run RunFunc) (sweep.Capacity, error) {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, c := range runs {
-		if math.IsInf(c.Sessions, 0) || math.IsNaN(c.Sessions) {
-			continue
-		}
-		lo, hi = math.Min(lo, c.Sessions), math.Max(hi, c.Sessions)
-	}
-	if math.IsInf(lo, 0) {
-		return sweep.Capacity{}, fmt.Errorf("no run measured a capacity")
-	}
-	cfg := base
-	cfg.Sweep.Ladder = nil
-	for n := max(1, int(math.Floor(lo))-2); n <= int(math.Ceil(hi))+2; n++ {
-		cfg.Sweep.Ladder = append(cfg.Sweep.Ladder, n)
-	}
-	cfg.Sweep.Target, cfg.Sweep.Stress = cfg.Sweep.Ladder[0], 0
-	cfg.Sweep.StepS *= float64(longer)
-	cfg.Sweep.Mode = "ladder"
-	f := false
-	cfg.Sweep.Repeat = &f
-	cfg.Workload.Seed, cfg.Sweep.Seed = 99, 99
-	if cfg.Workload.Traces == "synth" {
-		// more of the traffic the runs draw from, not more of one draw
-		cfg.Workload.SynthSessions *= longer
-	}
-	sum, err := run(ctx, cfg)
-	if err != nil {
-		return sweep.Capacity{}, err
-	}
-	return sum.Capacity, nil
 }
 
 // Sweeps compares the linear ladder with the adaptive sweep on one recipe,

@@ -1,0 +1,69 @@
+package study
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+)
+
+// WriteCoverage writes the study's tables in Markdown: one row a recipe,
+// then each recipe's truth and step intervals level by level.
+func WriteCoverage(w io.Writer, all []Coverage) error {
+	var b strings.Builder
+	b.WriteString("| recipe | runs | true capacity (bracket) | capacity coverage | capacity half-width / calibrated | TTFT step coverage | interactivity step coverage | false pass | false fail | GPU-min per sweep | wall |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, c := range all {
+		fmt.Fprintf(&b, "| %s | %d | %s (%d-%d) | %s | %s | %s | %s | %s | %s | %.0f (%.0f-%.0f) | %.0f s |\n",
+			c.Recipe, c.Runs, capText(c.Truth.Capacity), c.Truth.Bracket[0], c.Truth.Bracket[1], c.Capacity, widthText(c.CapacityWidth),
+			c.TTFT, c.Interactivity, c.FalsePass, c.FalseFail, c.GPUMinutes.Mean, c.GPUMinutes.Min, c.GPUMinutes.Max, c.WallS)
+	}
+	for _, c := range all {
+		fmt.Fprintf(&b, "\n%s: capacity intervals above the truth %d, below %d; truth from %d single-level runs a level\n\n", c.Recipe, c.CapacityAbove, c.CapacityBelow, truthRuns(c.Truth))
+		b.WriteString("| sessions | true TTFT P90 | true interactivity P90 | true errors | part | steps | coverage | above / below | half-width / calibrated |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		for _, l := range c.Truth.Levels {
+			fine := ""
+			if l.Fine {
+				fine = " (fine)"
+			}
+			row := false
+			for _, p := range c.Steps {
+				if p.Sessions != l.Sessions {
+					continue
+				}
+				row = true
+				fmt.Fprintf(&b, "| %d%s | %.3f s | %.2f tok/s | %.2f%% | %s | %d | %s | %d / %d | %s |\n", l.Sessions, fine, l.TTFTP90, l.InteractivityP90, 100*l.ErrorRate,
+					p.Part, p.Covered.N, p.Covered, p.Above, p.Below, widthText(p.Width))
+			}
+			if !row {
+				fmt.Fprintf(&b, "| %d%s | %.3f s | %.2f tok/s | %.2f%% | - | 0 | | | |\n", l.Sessions, fine, l.TTFTP90, l.InteractivityP90, 100*l.ErrorRate)
+			}
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func truthRuns(t Truth) int {
+	if len(t.Levels) == 0 {
+		return 0
+	}
+	return t.Levels[0].Runs
+}
+
+func capText(x float64) string {
+	if math.IsInf(x, 1) {
+		return "beyond every level"
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+// widthText is "mean half-width / 1.96 sd = ratio" (n/a with fewer than two
+// estimates or no finite interval).
+func widthText(w Width) string {
+	if math.IsNaN(w.MeanHalfWidth) || math.IsNaN(w.Calibrated) {
+		return fmt.Sprintf("n/a (%d estimates, %d finite)", w.N, w.Finite)
+	}
+	return fmt.Sprintf("%.3g / %.3g = %.2f", w.MeanHalfWidth, w.Calibrated, w.Ratio())
+}
