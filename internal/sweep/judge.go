@@ -18,6 +18,7 @@ func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.
 	from := time.Duration(step.MeasureStart * float64(time.Second))
 	to := time.Duration(step.End * float64(time.Second))
 	windows := signal.Windows(samples, from, to, p.Window)
+	checkFirstTokens(windows, records, step.Load.InFlight)
 	loads, summary := loadWindows(records, windows)
 	summary.InFlight, summary.InFlightByTier = step.Load.InFlight, step.Load.InFlightByTier
 	summary.InFlightPerSession = summary.InFlight / float64(step.Sessions)

@@ -97,7 +97,8 @@ func (e *fakeEngine) Scrape(ctx context.Context, at time.Duration) (signal.Sampl
 		e.ok += 10 * n
 		if t := e.load.tag.Load(); t != nil {
 			for i := 0; i < int(10*n); i++ {
-				e.book.Add(load.Record{V: load.RecordVersion, Step: t.Step, Phase: t.Phase, Send: e.clock.Now().Seconds() - 0.01, PlannedPromptTokens: 10, ServedPromptTokens: 10})
+				send := e.clock.Now().Seconds() - 0.01
+				e.book.Add(load.Record{V: load.RecordVersion, Step: t.Step, Phase: t.Phase, Send: send, FirstToken: send + 0.005, PlannedPromptTokens: 10, ServedPromptTokens: 10})
 			}
 			if e.hang && t.Phase == load.PhaseMeasure && !e.hung[t.Step] {
 				if e.hung == nil {

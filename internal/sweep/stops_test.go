@@ -22,12 +22,12 @@ func scrapes(gauges []map[string]float64) []signal.Sample {
 	var out []signal.Sample
 	for k, g := range gauges {
 		if k > 0 {
-			observe(&ttft, 1, 10)
-			observe(&tpot, 0.03, 10)
+			observe(&ttft, 1, 40)
+			observe(&tpot, 0.03, 40)
 		}
 		s := signal.NewSample(time.Duration(k) * 5 * time.Second)
 		s.Hist[signal.TTFT], s.Hist[signal.TPOT] = ttft.Clone(), tpot.Clone()
-		s.Counter[signal.RequestsOK] = float64(10 * k)
+		s.Counter[signal.RequestsOK] = float64(40 * k)
 		s.Counter[signal.GenerationTokens] = float64(1000 * k)
 		for _, c := range []string{signal.HTTP4xx, signal.HTTP5xx, signal.RequestsAborted} {
 			s.Counter[c] = 0
@@ -40,7 +40,8 @@ func scrapes(gauges []map[string]float64) []signal.Sample {
 	return out
 }
 
-// turns are 40 successful judged turns every 5 s from 0 to end.
+// turns are 40 successful judged turns every 5 s from 0 to end, the
+// turns scrapes counts.
 func turns(end time.Duration) []load.Record {
 	var out []load.Record
 	for t := time.Duration(0); t < end; t += 5 * time.Second {
