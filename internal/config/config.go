@@ -114,6 +114,11 @@ type Sweep struct {
 	Ladder  []int   `json:"ladder"`
 	WarmupS float64 `json:"warmup_s"`
 	StepS   float64 `json:"step_s"`
+	// MaxStepS is the longest a step's judged time may run: a step with a
+	// part too close that more turns could decide goes on past step_s, up
+	// to this and within gpu_window_min; default twice step_s; step_s
+	// itself keeps every step fixed.
+	MaxStepS float64 `json:"max_step_s,omitempty"`
 	// WindowS is the width of one judged window; intervals bootstrap over windows.
 	WindowS float64 `json:"window_s"`
 	// ScrapeS is how often metrics are scraped; WindowS must be a multiple of it.
@@ -332,6 +337,9 @@ func (r *Run) fillDefaults() {
 	if s.ReadyTimeoutS == 0 {
 		s.ReadyTimeoutS = 180
 	}
+	if s.MaxStepS == 0 {
+		s.MaxStepS = 2 * s.StepS
+	}
 	if g := r.Notify.GitHub; g != nil && g.TokenEnv == "" {
 		g.TokenEnv = "GITHUB_TOKEN"
 	}
@@ -531,6 +539,9 @@ func (r Run) Validate() error {
 		bad("sweep.step_s", "must be > 0, got %g", s.StepS)
 	} else if s.WindowS > 0 && s.StepS < 3*s.WindowS {
 		bad("sweep.step_s", "must hold at least 3 windows of sweep.window_s (%g s) so intervals can be bootstrapped, got %g", s.WindowS, s.StepS)
+	}
+	if s.MaxStepS < s.StepS {
+		bad("sweep.max_step_s", "must be at least sweep.step_s (%g s; equal keeps every step fixed), got %g", s.StepS, s.MaxStepS)
 	}
 	if s.Target != 0 && !contains(s.Ladder, s.Target) && s.Mode == "ladder" {
 		bad("sweep.target", "%d is not a step of sweep.ladder", s.Target)

@@ -48,6 +48,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"window vs scrape", "window_s: 30", "window_s: 32", "sweep.window_s"},
 		// Too short a step cannot be bootstrapped.
 		{"short step", "step_s: 900", "step_s: 40", "sweep.step_s"},
+		// A step's longest judged time cannot be shorter than its shortest.
+		{"max step under step", "step_s: 900", "step_s: 900\n  max_step_s: 600", "sweep.max_step_s"},
 		// Unknown think-time mode.
 		{"think time", "think_time: capped", "think_time: sometimes", "workload.think_time"},
 		// Cost needs a price.

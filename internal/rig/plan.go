@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
@@ -61,6 +62,18 @@ const (
 	preflightMin = 2.0
 	rollbackMin  = 5.0
 )
+
+// sweepBudget is the sweep's share of the GPU window: the window less the
+// allowances for pre-flight, post-flight's drain and rollback. No step is
+// extended past it.
+func sweepBudget(cfg config.Run) time.Duration {
+	rest := preflightMin + cfg.Sweep.DrainS/60
+	if cfg.Recipe.Endpoint != config.SimEndpoint {
+		rest += rollbackMin
+	}
+	// at least 1 ns: 0 would mean no bound at all
+	return max(time.Nanosecond, time.Duration((cfg.Sweep.GPUWindowMin-rest)*float64(time.Minute)))
+}
 
 // MakePlan works out the dry plan of a run file.
 func MakePlan(cfg config.Run) (Plan, error) {

@@ -36,6 +36,7 @@ func SweepPlan(cfg config.Run) sweep.Plan {
 	opts.ClientErrors = cfg.Bar.ClientErrors
 	return sweep.Plan{
 		Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
+		MaxStep: seconds(cfg.Sweep.MaxStepS), Budget: sweepBudget(cfg),
 		Window: seconds(cfg.Sweep.WindowS), Scrape: seconds(cfg.Sweep.ScrapeS), Drain: seconds(cfg.Sweep.DrainS),
 		Bar:        BarOf(cfg.Bar),
 		Options:    opts,

@@ -22,6 +22,9 @@ type StepResult struct {
 	// RepeatOf is the index of the step this one repeats; its verdict pools
 	// both runs' windows. -1 when it is no repeat.
 	RepeatOf int `json:"repeat_of"`
+	// Extended says why the judged time ran past the plan's step (a part
+	// too close that more turns could decide), if it did.
+	Extended string `json:"extended,omitempty"`
 	// Killed says why the kill switch ended the step early, if it did.
 	Killed string `json:"killed,omitempty"`
 	// KilledBy is the bar part the kill switch's tripped limit watches (ttft

@@ -44,9 +44,17 @@ type Source interface {
 
 // Plan is the sweep's part of the run file, in modelled time.
 type Plan struct {
-	Ladder  []int
-	Warmup  time.Duration
-	Step    time.Duration
+	Ladder []int
+	Warmup time.Duration
+	// Step is a step's judged time; with MaxStep beyond it, its minimum.
+	Step time.Duration
+	// MaxStep is the longest a step's judged time may run while a part
+	// reads too close and could still be decided (extend.go); 0 or at most
+	// Step keeps every step at Step.
+	MaxStep time.Duration
+	// Budget is the sweep's share of the GPU window, from its start: no
+	// step is extended past it (0: no bound but MaxStep).
+	Budget  time.Duration
 	Window  time.Duration
 	Scrape  time.Duration
 	Drain   time.Duration
@@ -102,6 +110,7 @@ type Runner struct {
 	inFlight      []inFlightSample
 	warnings      []string
 	sampled       *timescale.Signal // poked when a sample lands
+	deadline      time.Duration     // the end of Plan.Budget on the clock; 0: none
 	ramp          bool              // the next step starts from a drained engine
 }
 
@@ -136,6 +145,9 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	}
 	c := r.Clock
 	r.sampled = c.NewSignal()
+	if p.Budget > 0 {
+		r.deadline = c.Now() + p.Budget
+	}
 	sctx, stopScrape := c.WithCancel(ctx)
 	scrapeDone := c.NewLatch()
 	c.Go(func() { defer scrapeDone.Close(); r.scrapeLoop(sctx) })
@@ -321,6 +333,8 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 	r.current = Current{Step: i + 1, Sessions: n, MeasureEnd: measureEnd}
 	r.mu.Unlock()
 	killed, killedBy := "", ""
+	limit := r.limitOf(measureStart)
+	var extended []string
 	for t := measureStart + p.Scrape; t <= measureEnd; t += p.Scrape {
 		if err := c.SleepUntil(ctx, t); err != nil {
 			return StepResult{}, err
@@ -331,6 +345,22 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 			r.logf("step %d: kill switch: %s", i+1, killed)
 			break
 		}
+		if t == measureEnd && limit > measureEnd {
+			// at the end of the judged time so far: go on while a part
+			// is too close and could still be decided by the limit
+			if err := r.awaitSample(ctx, t); err != nil {
+				return StepResult{}, err
+			}
+			next, why := r.extendTo(i, n, measureStart, t, limit)
+			if next > t {
+				measureEnd = next
+				extended = append(extended, why)
+				r.mu.Lock()
+				r.current.MeasureEnd = measureEnd
+				r.mu.Unlock()
+				r.logf("step %d: judged time extended to %s: %s", i+1, fmtDur(measureEnd-measureStart), why)
+			}
+		}
 	}
 	// the next step's warm-up starts now; records sent from here are its own
 	r.Load.SetTag(load.Tag{Step: i + 1, Sessions: n, Phase: load.PhaseWarmup})
@@ -340,6 +370,9 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 	step := StepResult{
 		Index: i, Sessions: n, RepeatOf: repeatOf, Killed: killed, KilledBy: killedBy, Warmup: warm,
 		Start: start.Seconds(), MeasureStart: measureStart.Seconds(), End: measureEnd.Seconds(),
+	}
+	if len(extended) > 0 {
+		step.Extended = fmt.Sprintf("judged %s instead of %s: %s", fmtDur(measureEnd-measureStart), fmtDur(p.Step), extended[0])
 	}
 	step.Load.InFlight, step.Load.InFlightByTier = r.meanInFlight(measureStart, measureEnd)
 	return JudgeStep(p, step, r.Samples(), r.Book.Step(i, load.PhaseMeasure)), nil
