@@ -65,7 +65,9 @@ type Ranked struct {
 	AtLeast bool `json:"at_least,omitempty"`
 	// BelowFirst: even the first step (FirstStep sessions) missed.
 	BelowFirst bool `json:"below_first,omitempty"`
-	FirstStep  int  `json:"first_step_sessions,omitempty"`
+	// NotEstablished: no step passed, so no capacity was measured.
+	NotEstablished bool `json:"not_established,omitempty"`
+	FirstStep      int  `json:"first_step_sessions,omitempty"`
 	// TargetVerdict is the target step's verdict from the capacity interval.
 	TargetVerdict verdict.Verdict `json:"target_verdict,omitempty"`
 	// USDPerSessionHour is the hourly price over capacity, its interval from
@@ -164,6 +166,7 @@ func assess(o Outcome) Ranked {
 	if len(s.Steps) > 0 {
 		r.Capacity = &Interval{Center: c.Sessions, Lo: c.Lo, Hi: c.Hi}
 		r.LimitedBy, r.AtLeast, r.BelowFirst, r.FirstStep = c.LimitedBy, c.AtLeast, c.BelowFirst, s.Steps[0].Sessions
+		r.NotEstablished = c.NotEstablished
 	}
 	if cost := sessionHour(s.Cost, c); cost != nil {
 		r.USDPerSessionHour = cost

@@ -96,6 +96,8 @@ func capacityText(c Ranked) string {
 		return ">= " + num(c.Capacity.Center)
 	case c.BelowFirst:
 		return fmt.Sprintf("< %d (first step)", c.FirstStep)
+	case c.NotEstablished:
+		return fmt.Sprintf("not established (0-%s)", num(c.Capacity.Hi))
 	}
 	return fmt.Sprintf("%s (%s-%s)", num(c.Capacity.Center), num(c.Capacity.Lo), num(c.Capacity.Hi))
 }
