@@ -25,6 +25,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/telemetry"
 	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/verdict"
 	"sigs.k8s.io/yaml"
 )
@@ -92,7 +93,21 @@ func Run(ctx context.Context, o Options) (report.Summary, error) {
 	if err != nil {
 		sum.Error = err.Error()
 	}
-	return sum, err
+	// what the caller prints, on every path, holds no secret the run
+	// read, as the run directory does not
+	red := r.redact
+	if red == nil {
+		red = new(transport.Redactor)
+		red.AddURL(o.Config.Recipe.Endpoint)
+		for _, m := range o.Config.Recipe.Metrics {
+			red.AddURL(m)
+		}
+		if o.Config.Recipe.Prometheus != nil {
+			red.AddURL(o.Config.Recipe.Prometheus.URL)
+		}
+		red.AddURL(o.Config.Notify.Webhook)
+	}
+	return redactSummary(red, sum), redactError(red, err)
 }
 
 type run struct {
@@ -108,6 +123,8 @@ type run struct {
 	// overContext is pre-flight's count of the planned turns over the
 	// served context, for the summary; nil until counted.
 	overContext *report.OverContext
+	// redact is the run's redactor once its credentials are read
+	redact *transport.Redactor
 	// notes say what resuming mended in the run directory, for the summary;
 	// savedSamples are the scrapes of the steps judged before the resume.
 	notes        []string
@@ -220,6 +237,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	if err != nil {
 		return report.Summary{}, err
 	}
+	r.redact = acc.redact
 	r.progress = acc.redact.Writer(r.progress)
 	r.notify.redacting(acc.redact)
 	endpoint, metrics, rt, stopSim, err := EndpointOn(cfg, r.progress, clock)
