@@ -208,6 +208,10 @@ func fitCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 		last := levels[n-1]
 		return crossing{at: last.x, reached: true, noData: true, step: end}
 	}
+	// ...unless the part failed there without a value (a step the kill
+	// switch ended on too few windows): then it bounds the crossing from
+	// above, closed at that step, though nothing says where below it
+	failedAt := end >= 0 && failedWithoutValue(pts, end, rule.name)
 	isotonic(d, w, f)
 	at, kind, j := crossFit(xs, f, strict)
 	switch {
@@ -252,6 +256,8 @@ func fitCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 	}
 	bound := func(v float64, upper bool) crossing {
 		switch {
+		case math.IsInf(v, 1) && upper && failedAt:
+			return crossing{at: float64(pts[end].Sessions), reached: true, step: end}
 		case math.IsInf(v, 1) && end >= 0:
 			return ended()
 		case math.IsInf(v, 1):
@@ -272,4 +278,18 @@ func fitCrossings(pts []Point, rule partRule) (center, pess, opt crossing) {
 func levelAt(xs []float64, x float64) int {
 	i, _ := slices.BinarySearch(xs, x)
 	return min(i, len(xs)-1)
+}
+
+// failedWithoutValue reports whether the part read fail at the level of
+// pts[end] with no value to fit.
+func failedWithoutValue(pts []Point, end int, name string) bool {
+	for _, p := range pts {
+		if p.Sessions != pts[end].Sessions {
+			continue
+		}
+		if part, ok := p.Judged.Part(name); ok && part.Verdict == verdict.Fail {
+			return true
+		}
+	}
+	return false
 }

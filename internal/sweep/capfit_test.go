@@ -111,3 +111,17 @@ func TestCapacityIntervalCoverage(t *testing.T) {
 		t.Errorf("coverage %.3f (want >= 0.90), %d zero-width intervals (want none), half-width %.2f (want at most 1.5 x %.2f)", cov, zero, half, calibrated)
 	}
 }
+
+// TestCapacityFailWithoutValueBoundsIt: a step the kill switch ended on too
+// few windows fails on TTFT with no value. It read "8 sessions (95% interval
+// 8->=8)", a zero-width interval open above, though the fail at 12 bounds
+// capacity: now the interval runs from the fit below 8 to 12, closed.
+func TestCapacityFailWithoutValueBoundsIt(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	killed := withPart(step(12, [3]float64{1, 0.5, 1.5}, fast), verdict.Part{Name: verdict.PartTTFT, Verdict: verdict.Fail, Bar: 5.3,
+		Value: noData("ttft").Value})
+	got := CapacityOf([]Point{step(4, [3]float64{1.5, 1.0, 2.0}, fast), step(8, [3]float64{2.5, 2.0, 3.0}, fast), killed})
+	if got.Sessions != 8 || got.HiOpen || got.Hi != 12 || got.Lo > 8 || got.LimitedBy != verdict.PartTTFT {
+		t.Errorf("capacity %s (%+v): want 8, its interval closed at the 12 sessions that failed, limited by ttft", got, got)
+	}
+}
