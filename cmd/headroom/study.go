@@ -98,6 +98,9 @@ being wide) and the GPU minutes each sweep spent.`,
 				if err != nil {
 					return err
 				}
+				if len(sets) > 0 {
+					c.Recipe += " (" + strings.Join(sets, ", ") + ")"
+				}
 				all = append(all, c)
 			}
 			if asJSON {

@@ -107,7 +107,8 @@ func widthOf(centers, lo, hi []float64) Width {
 }
 
 // chi2Lower is the 2.5% quantile of the chi-square distribution with k
-// degrees of freedom (Wilson-Hilferty; within 1% from k = 3).
+// degrees of freedom (Wilson-Hilferty: within 1% from k = 10; below it
+// the approximation is low, which makes the bound it gives wider).
 func chi2Lower(k float64) float64 {
 	a := 2 / (9 * k)
 	return math.Max(1e-9, k*math.Pow(1-a-1.959964*math.Sqrt(a), 3))

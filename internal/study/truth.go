@@ -185,17 +185,7 @@ func measureLevels(ctx context.Context, base config.Run, levels []int, runs, wor
 // the step's judged windows back from its run directory, which it then
 // removes.
 func singleLevel(ctx context.Context, base config.Run, n int, seed uint64, run RunFunc) (levelRun, error) {
-	cfg := base
-	cfg.Sweep.Ladder = []int{n}
-	cfg.Sweep.Target, cfg.Sweep.Stress = n, 0
-	cfg.Sweep.Mode = "ladder"
-	f := false
-	cfg.Sweep.Repeat = &f
-	cfg.Sweep.Kill = config.Kill{}
-	if len(cfg.Sweep.Mixes) > 1 {
-		cfg.Sweep.Mixes = cfg.Sweep.Mixes[:1]
-	}
-	cfg.Workload.Seed, cfg.Sweep.Seed = seed, seed
+	cfg := levelConfig(base, n, seed)
 	// A ladder's later steps start warm from the ones below; a single
 	// level starts cold, so its lanes get a longer priming: twice the
 	// warm-up, and twice again while that is too short.
@@ -256,6 +246,23 @@ func singleLevel(ctx context.Context, base config.Run, n int, seed uint64, run R
 		return r, fmt.Errorf("no judged step of %d sessions in %s", n, sum.RunDir)
 	}
 	return r, nil
+}
+
+// levelConfig is base as one step of n sessions with its own seed: no
+// repeat, no kill switch, no other mixes.
+func levelConfig(base config.Run, n int, seed uint64) config.Run {
+	cfg := base
+	cfg.Sweep.Ladder = []int{n}
+	cfg.Sweep.Target, cfg.Sweep.Stress = n, 0
+	cfg.Sweep.Mode = "ladder"
+	f := false
+	cfg.Sweep.Repeat = &f
+	cfg.Sweep.Kill = config.Kill{}
+	if len(cfg.Sweep.Mixes) > 1 {
+		cfg.Sweep.Mixes = cfg.Sweep.Mixes[:1]
+	}
+	cfg.Workload.Seed, cfg.Sweep.Seed = seed, seed
+	return cfg
 }
 
 // weightedP90 is the 0.9 quantile of the values, each counted w times: the

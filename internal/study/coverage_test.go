@@ -1,0 +1,176 @@
+package study
+
+import (
+	"context"
+	"math"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// TestCoverageGate is the fast form of `headroom sim study coverage`: the
+// built-in default run with 5-minute judged steps, 12 runs with their own
+// seeds, and a truth pooled in the test itself from 6 single-level runs at
+// each level the runs stepped at and on a fine grid of up to 3 levels near
+// the crossing, all on the virtual clock. It fails when the capacity
+// intervals cover the true capacity less than 90% of the time, when steps
+// whose truth is beyond the bar pass more than 2.5% of the time, or when the
+// capacity interval's mean half-width is more than 1.5 times the calibrated
+// one (1.96 standard deviations of the capacity between runs).
+//
+// With 12 runs the test's own sampling noise is large (12 of 12 covered has
+// a Wilson interval of 76-100%), so each gate fails only on what its 95%
+// interval rules out: coverage when the Wilson upper bound of the measured
+// share is below 0.90, false passes when the Wilson lower bound is above
+// 0.025, width when the mean half-width exceeds 1.5 times the calibrated
+// half-width taken at the standard deviation's upper 95% bound (chi-square).
+//
+// It runs only with HEADROOM_COVERAGE_GATE=1 while the estimators in the
+// tree fail it.
+func TestCoverageGate(t *testing.T) {
+	if os.Getenv("HEADROOM_COVERAGE_GATE") != "1" {
+		// With the estimators in the tree at this commit the gate fails
+		// (docs/statistics.md, "The coverage study"); the lead decides when
+		// it runs in every go test.
+		t.Skip("the coverage gate runs with HEADROOM_COVERAGE_GATE=1 (about 60 simulated runs on the virtual clock)")
+	}
+	if testing.Short() {
+		t.Skip("runs about 60 simulated runs on the virtual clock")
+	}
+	base := config.Default()
+	base.Sweep.StepS = 300
+	o := Options{Runs: 12, TruthRuns: 6, Fine: 3, Workers: runtime.GOMAXPROCS(0)}
+	var log strings.Builder
+	c, err := MeasureCoverage(context.Background(), base, o, Virtual(t.TempDir()), &log)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var table strings.Builder
+	if err := WriteCoverage(&table, []Coverage{c}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the study's table:\n%s", table.String())
+	if c.Capacity.N != o.Runs {
+		t.Fatalf("capacity scored on %d runs, want %d", c.Capacity.N, o.Runs)
+	}
+	if c.Truth.Bracket[1] == 0 {
+		t.Fatalf("the truth never crossed the bar on levels %v: the gate needs a crossing", c.Truth.Levels)
+	}
+	var fails []string
+	if c.Capacity.Hi < 0.90 {
+		fails = append(fails, "capacity coverage "+c.Capacity.String()+": its Wilson upper bound is below 90%")
+	}
+	if c.FalsePass.Lo > 0.025 {
+		fails = append(fails, "false passes "+c.FalsePass.String()+": their Wilson lower bound is above 2.5%")
+	}
+	if w := c.CapacityWidth; !(w.MeanHalfWidth <= 1.5*w.CalibratedHi) {
+		fails = append(fails, "capacity half-width "+widthText(w)+": above 1.5 times the calibrated half-width at the sd's upper bound ("+strings.TrimSpace(strings.Split(widthText(Width{MeanHalfWidth: w.CalibratedHi, Calibrated: 1}), "/")[0])+")")
+	}
+	if len(fails) > 0 {
+		t.Errorf("coverage gate:\n%s", strings.Join(fails, "\n"))
+	}
+}
+
+// The old study's truth was one long ladder run whose kill switch could end
+// a step on one window; a truth run now measures its one level whole.
+func TestLevelConfigMeasuresOneLevelWhole(t *testing.T) {
+	base := config.Default()
+	cfg := levelConfig(base, 11, truthSeed(11, 3))
+	if len(cfg.Sweep.Ladder) != 1 || cfg.Sweep.Ladder[0] != 11 || cfg.Sweep.Target != 11 || cfg.Sweep.Stress != 0 {
+		t.Errorf("ladder %v target %d stress %d, want one step of 11", cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress)
+	}
+	if cfg.Sweep.Kill != (config.Kill{}) {
+		t.Errorf("kill switch %+v, want off", cfg.Sweep.Kill)
+	}
+	if cfg.Sweep.RepeatCrossing() {
+		t.Error("a truth run repeats its step")
+	}
+	if cfg.Workload.Seed != truthSeed(11, 3) || cfg.Sweep.Seed != truthSeed(11, 3) || cfg.Workload.Seed == 1000 {
+		t.Errorf("seeds %d/%d, want %d apart from the study's", cfg.Workload.Seed, cfg.Sweep.Seed, truthSeed(11, 3))
+	}
+	if base.Sweep.Kill == (config.Kill{}) || len(base.Sweep.Ladder) == 1 {
+		t.Error("levelConfig changed its base")
+	}
+}
+
+func TestTruthCrossing(t *testing.T) {
+	bar := verdict.Bar{TTFTP90: 5, InteractivityP90: 10, ErrorRate: 0.02}
+	lv := func(n int, ttft, tps float64) Level {
+		return Level{Sessions: n, TTFTP90: ttft, InteractivityP90: tps}
+	}
+	for _, tc := range []struct {
+		name    string
+		levels  []Level
+		want    float64
+		bracket [2]int
+		fine    []int
+	}{
+		// at 8 TTFT has 0.4 of its bar left, at 12 it is 0.6 past it:
+		// the crossing is 0.4 of the way, at 9.6
+		{"ttft", []Level{lv(12, 8, 20), lv(4, 1, 30), lv(8, 3, 20)}, 9.6, [2]int{8, 12}, []int{9, 10, 11}},
+		// interactivity 12 at 10 (0.2 left), 9 at 11 (0.1 past): 10 + 2/3
+		{"interactivity", []Level{lv(10, 1, 12), lv(11, 1, 9)}, 10 + 2.0/3, [2]int{10, 11}, nil},
+		{"none held", []Level{lv(10, 6, 20), lv(15, 9, 20)}, 0, [2]int{0, 10}, []int{7, 8, 9}},
+		{"all held", []Level{lv(4, 1, 30), lv(8, 2, 20)}, math.Inf(1), [2]int{8, 0}, nil},
+	} {
+		tr := Truth{Levels: tc.levels}
+		tr.crossing(bar)
+		if math.Abs(tr.Capacity-tc.want) > 1e-9 && !(math.IsInf(tc.want, 1) && math.IsInf(tr.Capacity, 1)) || tr.Bracket != tc.bracket {
+			t.Errorf("%s: capacity %v bracket %v, want %v %v", tc.name, tr.Capacity, tr.Bracket, tc.want, tc.bracket)
+		}
+		if got := fineGrid(tr, 3); !equalInts(got, tc.fine) {
+			t.Errorf("%s: fine grid %v, want %v", tc.name, got, tc.fine)
+		}
+	}
+	// errors count too: within on latency but 3% errors is beyond
+	if (Level{Sessions: 4, TTFTP90: 1, InteractivityP90: 30, ErrorRate: 0.03}).Within(bar) {
+		t.Error("a level with 3% errors holds a 2% bar")
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestWidthAgainstSpread(t *testing.T) {
+	// centers 9, 10, 11: sd 1, calibrated 1.96; half-widths 1 and 3 (the
+	// open interval is left out of the mean)
+	w := widthOf([]float64{9, 10, 11}, []float64{8, 7, 10}, []float64{10, 13, math.Inf(1)})
+	if w.N != 3 || w.Finite != 2 || w.MeanHalfWidth != 2 || math.Abs(w.SD-1) > 1e-12 || math.Abs(w.Calibrated-1.96) > 1e-12 {
+		t.Errorf("width %+v", w)
+	}
+	// the sd's upper 95% bound is above the sd itself
+	if !(w.CalibratedHi > w.Calibrated) {
+		t.Errorf("calibrated upper bound %v not above the calibrated %v", w.CalibratedHi, w.Calibrated)
+	}
+	// chi-square 2.5% quantiles: 10 df 3.247, 30 df 16.791
+	for k, want := range map[float64]float64{10: 3.247, 11: 3.816, 19: 8.907, 30: 16.791} {
+		if got := chi2Lower(k); math.Abs(got-want)/want > 0.01 {
+			t.Errorf("chi2Lower(%v) = %.3f, want %.3f", k, got, want)
+		}
+	}
+}
+
+func TestWeightedP90(t *testing.T) {
+	// 0.1 s/token weighs 80 tokens, 0.2 weighs 20: the 90th percentile token is at 0.2
+	v, ok := weightedP90([]weighted{{0.2, 20}, {0.1, 80}})
+	if !ok || v != 0.2 {
+		t.Errorf("weightedP90 = %v %v, want 0.2", v, ok)
+	}
+	v, _ = weightedP90([]weighted{{0.2, 5}, {0.1, 95}})
+	if v != 0.1 {
+		t.Errorf("weightedP90 = %v, want 0.1", v)
+	}
+}
