@@ -129,10 +129,10 @@ type PartLevel struct {
 
 // Coverage is what a coverage study measured on one recipe.
 type Coverage struct {
-	Recipe string `json:"recipe"`
-	Runs   int    `json:"runs"`
-	Seeds  []uint64
-	Truth  Truth `json:"truth"`
+	Recipe string   `json:"recipe"`
+	Runs   int      `json:"runs"`
+	Seeds  []uint64 `json:"seeds"`
+	Truth  Truth    `json:"truth"`
 	// Capacity is how often the runs' capacity intervals hold the truth's
 	// capacity; Above and Below count intervals wholly above or below it.
 	Capacity      Rate  `json:"capacity"`
@@ -149,10 +149,14 @@ type Coverage struct {
 	// FalsePass is the share of steps whose truth is beyond the bar that
 	// read pass; FalseFail of steps whose truth is within that read fail.
 	// A step reads the worst of its ttft, interactivity and errors parts.
-	FalsePass  Rate `json:"false_pass"`
-	FalseFail  Rate `json:"false_fail"`
+	FalsePass Rate `json:"false_pass"`
+	FalseFail Rate `json:"false_fail"`
+	// GPUMinutes is what a sweep spent, first step's start to last step's
+	// end, warm-ups and drains included, times the recipe's GPUs.
 	GPUMinutes struct {
-		Mean, Min, Max float64
+		Mean float64 `json:"mean"`
+		Min  float64 `json:"min"`
+		Max  float64 `json:"max"`
 	} `json:"gpu_minutes_per_sweep"`
 	WallS float64 `json:"wall_s"`
 }

@@ -2,6 +2,7 @@ package study
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"runtime"
@@ -172,5 +173,22 @@ func TestWeightedP90(t *testing.T) {
 	v, _ = weightedP90([]weighted{{0.2, 5}, {0.1, 95}})
 	if v != 0.1 {
 		t.Errorf("weightedP90 = %v, want 0.1", v)
+	}
+}
+
+// A truth that never crossed (+Inf) and a width with one estimate (NaN)
+// still write JSON.
+func TestCoverageJSON(t *testing.T) {
+	c := Coverage{Recipe: "r", Truth: Truth{Capacity: math.Inf(1), Levels: []Level{{Sessions: 4, TTFTP90: 1, InteractivityP90: math.NaN()}}},
+		CapacityWidth: widthOf([]float64{9}, []float64{8}, []float64{math.Inf(1)}),
+		Steps:         []PartLevel{{Part: "ttft", Sessions: 4, Truth: math.NaN()}}}
+	b, err := json.Marshal([]Coverage{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"capacity":"+Inf"`, `"interactivity_p90_tps":"NaN"`, `"mean_half_width":"NaN"`, `"truth":"NaN"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON lacks %s:\n%s", want, b)
+		}
 	}
 }

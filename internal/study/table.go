@@ -1,10 +1,13 @@
 package study
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"strings"
+
+	"github.com/headroom-bench/headroom/internal/stats"
 )
 
 // WriteCoverage writes the study's tables in Markdown: one row a recipe,
@@ -66,4 +69,49 @@ func widthText(w Width) string {
 		return fmt.Sprintf("n/a (%d estimates, %d finite)", w.N, w.Finite)
 	}
 	return fmt.Sprintf("%.3g / %.3g = %.2f", w.MeanHalfWidth, w.Calibrated, w.Ratio())
+}
+
+// The study's figures can be NaN (nothing to measure) or infinite (a truth
+// that never crossed, an open interval); JSON writes those as strings, as
+// stats.Number does.
+
+// MarshalJSON writes the level with non-finite values as strings.
+func (l Level) MarshalJSON() ([]byte, error) {
+	type plain Level
+	return json.Marshal(struct {
+		plain
+		TTFTP90          stats.Number `json:"ttft_p90_s"`
+		InteractivityP90 stats.Number `json:"interactivity_p90_tps"`
+		ErrorRate        stats.Number `json:"error_rate"`
+	}{plain(l), stats.Number(l.TTFTP90), stats.Number(l.InteractivityP90), stats.Number(l.ErrorRate)})
+}
+
+// MarshalJSON writes the truth with an infinite capacity as "+Inf".
+func (t Truth) MarshalJSON() ([]byte, error) {
+	type plain Truth
+	return json.Marshal(struct {
+		plain
+		Capacity stats.Number `json:"capacity"`
+	}{plain(t), stats.Number(t.Capacity)})
+}
+
+// MarshalJSON writes the width with non-finite values as strings.
+func (w Width) MarshalJSON() ([]byte, error) {
+	type plain Width
+	return json.Marshal(struct {
+		plain
+		MeanHalfWidth stats.Number `json:"mean_half_width"`
+		SD            stats.Number `json:"sd"`
+		Calibrated    stats.Number `json:"calibrated"`
+		CalibratedHi  stats.Number `json:"calibrated_hi"`
+	}{plain(w), stats.Number(w.MeanHalfWidth), stats.Number(w.SD), stats.Number(w.Calibrated), stats.Number(w.CalibratedHi)})
+}
+
+// MarshalJSON writes the part's truth as a string when it is not finite.
+func (p PartLevel) MarshalJSON() ([]byte, error) {
+	type plain PartLevel
+	return json.Marshal(struct {
+		plain
+		Truth stats.Number `json:"truth"`
+	}{plain(p), stats.Number(p.Truth)})
 }
