@@ -12,6 +12,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/stats"
 )
 
 // Plan is the dry plan of a run: what it will do and how long it will take,
@@ -28,9 +29,70 @@ type Plan struct {
 	Fits        bool         `json:"fits"`         // minutes <= window
 	WallMinutes float64      `json:"wall_minutes"` // minutes / time scale
 	Notes       []string     `json:"notes,omitempty"`
+	// Under the step-length rule (a step runs past step_s, up to
+	// max_step_s within the window, while its too-close parts could still
+	// be decided): StepLength holds the expected and worst-case minutes.
+	StepLength StepLength `json:"step_length"`
 	// OverContext counts the planned turns over the context, when it is
 	// known without asking the server (recipe.max_model_len, the simulator).
 	OverContext *report.OverContext `json:"over_context,omitempty"`
+}
+
+// StepLength is what the step-length rule may add to the run. Expected:
+// each step runs as long as its error part needs turns to clear the bar
+// with no errors (from the requests expected), and the step at the
+// crossing to max_step_s. Worst: every step, repeats included, to
+// max_step_s, and no further than the sweep's share of the window allows.
+type StepLength struct {
+	MaxStepS           float64 `json:"max_step_s"`
+	TurnsForErrors     int     `json:"turns_for_errors"` // 0 errors in this many turns clear the error bar
+	ExpectedMinutes    float64 `json:"expected_minutes"`
+	ExpectedGPUMinutes float64 `json:"expected_gpu_minutes"`
+	WorstMinutes       float64 `json:"worst_minutes"`
+	WorstGPUMinutes    float64 `json:"worst_gpu_minutes"`
+}
+
+// stepLength works out StepLength for a plan whose fixed-step run takes
+// fixedMin minutes, sweepMin of them the sweep's.
+func stepLength(cfg config.Run, steps []PlanStep, repeats int, fixedMin, sweepMin float64, gpus int) StepLength {
+	sw := cfg.Sweep
+	maxS := math.Max(sw.MaxStepS, sw.StepS)
+	out := StepLength{MaxStepS: maxS, TurnsForErrors: turnsToClear(cfg.Bar.ErrorRate)}
+	look := math.Max(1, math.Ceil(sw.StepS/2/sw.WindowS)) * sw.WindowS
+	var errExt, mostExt float64 // seconds
+	for _, st := range steps {
+		judged := sw.StepS
+		if st.Requests < out.TurnsForErrors {
+			need := math.Inf(1)
+			if st.Requests > 0 {
+				need = sw.StepS * float64(out.TurnsForErrors) / float64(st.Requests)
+			}
+			// extended only when the limit can reach the turns needed
+			if need <= maxS {
+				judged = sw.StepS + math.Ceil((need-sw.StepS)/look)*look
+			}
+		}
+		errExt += math.Min(judged, maxS) - sw.StepS
+		mostExt = math.Max(mostExt, maxS-math.Min(judged, maxS))
+	}
+	// the sweep never extends a step past its share of the window
+	room := math.Max(0, sweepBudget(cfg).Minutes()-sweepMin)
+	expected := math.Min((errExt+mostExt)/60, room)
+	worst := math.Min(float64(len(steps)+repeats)*(maxS-sw.StepS)/60, room)
+	out.ExpectedMinutes, out.WorstMinutes = fixedMin+expected, fixedMin+worst
+	out.ExpectedGPUMinutes, out.WorstGPUMinutes = out.ExpectedMinutes*float64(gpus), out.WorstMinutes*float64(gpus)
+	return out
+}
+
+// turnsToClear is the fewest turns in which 0 errors have a 95% Wilson
+// upper bound under bar (about 189 for 2%).
+func turnsToClear(bar float64) int {
+	for n := 1; n < 1e7; n++ {
+		if _, hi := stats.Wilson(0, n, 0.95); hi < bar {
+			return n
+		}
+	}
+	return 0
 }
 
 // PlanPhase is one phase's worst-case duration.
@@ -117,6 +179,11 @@ func MakePlan(cfg config.Run) (Plan, error) {
 		p.Minutes += ph.Minutes
 	}
 	p.GPUMinutes = p.Minutes * float64(p.GPUs)
+	repeats := 0
+	if sw.RepeatCrossing() && len(sw.Ladder) > 1 {
+		repeats = 2
+	}
+	p.StepLength = stepLength(cfg, p.Steps, repeats, p.Minutes, sweepMin, p.GPUs)
 	if cfg.TimeScale.Virtual() {
 		p.Notes = append(p.Notes, "time_scale: virtual: the run takes as long as its computation (seconds), not its modelled minutes")
 	} else {
@@ -231,6 +298,10 @@ func (p Plan) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, " (%.1f minutes of wall time on the scaled clock)", p.WallMinutes)
 	}
 	b.WriteString("\n")
+	if sl := p.StepLength; sl.MaxStepS > 0 {
+		fmt.Fprintf(&b, "steps that run until decided (up to %.0fs each, within the window; 0 errors clear the bar in %d turns): expected %.0f GPU-minutes (%.0f minutes), worst case %.0f GPU-minutes (%.0f minutes)\n",
+			sl.MaxStepS, sl.TurnsForErrors, sl.ExpectedGPUMinutes, sl.ExpectedMinutes, sl.WorstGPUMinutes, sl.WorstMinutes)
+	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)
 	}

@@ -92,7 +92,7 @@ func preflight(ctx context.Context, cfg *config.Run, endpoint string, acc access
 		if perr := prime(ctx, hc, endpoint, cfg.Recipe.Model); perr != nil {
 			notes = append(notes, fmt.Sprintf("a priming request failed (%v)", perr))
 		} else {
-			notes = append(notes, fmt.Sprintf("one priming request was sent, as %s was not reported yet", strings.Join(missing, ", ")))
+			notes = append(notes, fmt.Sprintf("one priming request was sent, since the first scrape lacked %s", strings.Join(missing, ", ")))
 		}
 		if s, err = src.Scrape(ctx, clock.Now()); err != nil {
 			return "", fmt.Errorf("metrics: %w", err)

@@ -81,13 +81,14 @@ func projectedClear(p verdict.Part, planned int, grow, confidence float64) bool 
 }
 
 // limitOf is the latest a step whose judged time began at measureStart may
-// run to: Plan.MaxStep, within the sweep's budget; no more than the minimum
-// step when extension is off.
+// run to: Plan.MaxStep, within the sweep's budget less what the steps after
+// it need at their minimum length; no more than the minimum step when
+// extension is off.
 func (r *Runner) limitOf(measureStart time.Duration) time.Duration {
 	p := r.Plan
 	limit := measureStart + max(p.MaxStep, p.Step)
 	if r.deadline > 0 {
-		limit = min(limit, r.deadline)
+		limit = min(limit, r.deadline-r.reserve)
 	}
 	return max(limit, measureStart+p.Step)
 }

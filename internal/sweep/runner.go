@@ -111,7 +111,12 @@ type Runner struct {
 	warnings      []string
 	sampled       *timescale.Signal // poked when a sample lands
 	deadline      time.Duration     // the end of Plan.Budget on the clock; 0: none
+	reserve       time.Duration     // what the steps after this one need at their minimum length
 	ramp          bool              // the next step starts from a drained engine
+	// failedScrapes counts the scrapes in a row that failed; gone is set
+	// once GoneAfter have (scrape.go)
+	failedScrapes int
+	gone          *MetricsGone
 }
 
 // Current is the step running now.
@@ -172,7 +177,11 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 			res.StopReason = "interrupted: " + err.Error()
 			return step, false
 		}
-		if repeatOf >= 0 {
+		gone := r.metricsGone()
+		if gone != nil {
+			// no data on its own: never pooled with an earlier run's
+			step.Judged = goneVerdict(step.Judged, gone)
+		} else if repeatOf >= 0 {
 			step = r.pool(step, res.Steps)
 		}
 		if r.Extra != nil {
@@ -186,6 +195,10 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		res.Steps = append(res.Steps, step)
 		r.logf("step %d: %s", step.Index+1, describeStep(step))
+		if gone != nil {
+			res.StopReason, runErr = gone.Error(), gone
+			return step, false
+		}
 		return step, true
 	}
 	seq := newSequence(p)
@@ -205,6 +218,7 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 			}
 			r.ramp = true
 		}
+		r.reserve = seq.left() * (p.Warmup + p.Step)
 		step, ok := run(n, -1)
 		if !ok {
 			break
@@ -238,8 +252,9 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		// the steps either side of the crossing run again; each verdict then
 		// rests on both runs
-		for _, n := range []int{lo, hi} {
+		for k, n := range []int{lo, hi} {
 			first := lastAt(res.Steps, n)
+			r.reserve = time.Duration(1-k) * (p.Warmup + p.Step)
 			if _, ok := run(n, first); !ok {
 				break
 			}
@@ -338,6 +353,10 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 	for t := measureStart + p.Scrape; t <= measureEnd; t += p.Scrape {
 		if err := c.SleepUntil(ctx, t); err != nil {
 			return StepResult{}, err
+		}
+		if r.metricsGone() != nil {
+			measureEnd = t // the rest of the step would read nothing
+			break
 		}
 		if killed, killedBy = r.kill(n, measureStart, t); killed != "" {
 			r.awaitSample(ctx, t)

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"fmt"
+	"time"
 )
 
 // sequence picks the sessions of the next step. The ladder climbs its steps
@@ -45,6 +46,20 @@ func (q *sequence) next() (int, bool) {
 		return 0, false
 	}
 	return (q.lo + q.hi) / 2, true
+}
+
+// left is how many steps may still follow the one about to run: the rest
+// of the ladder and, when asked, the two repeats; in adaptive mode, which
+// cannot know, none.
+func (q *sequence) left() time.Duration {
+	if q.p.Adaptive {
+		return 0
+	}
+	n := len(q.p.Ladder) - q.k
+	if q.p.Repeat && len(q.p.Ladder) > 1 {
+		n += 2
+	}
+	return time.Duration(n)
 }
 
 func (q *sequence) judged(n int, miss bool) {
