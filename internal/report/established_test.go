@@ -196,3 +196,46 @@ func TestVersion1SummaryReadsAsVersion2(t *testing.T) {
 		})
 	}
 }
+
+// TestRebuiltSummaryReadsCapacityAsTheRun: a run killed before writing
+// summary.json is rebuilt from steps.jsonl. Its capacity came from every
+// line there, the first runs of repeated steps included, while the run
+// reads the latest judgement at each number of sessions: a repeat that
+// held (pooled over both runs) after a first run that missed gave the
+// rebuilt report a different capacity from the one the run said.
+func TestRebuiltSummaryReadsCapacityAsTheRun(t *testing.T) {
+	fast, ok := pv{20, 18, 22, 20, 25}, pv{0, 0, 0.01, 0, 0}
+	steps := []sweep.StepResult{
+		judgedStep(0, 4, pv{1.5, 1.2, 1.8, 1, 2.5}, fast, ok),
+		judgedStep(1, 8, pv{6.5, 5.6, 7.4, 5, 7.5}, fast, ok), // the first run misses
+		judgedStep(2, 8, pv{3.5, 3.0, 4.0, 2.5, 5}, fast, ok), // the repeat, pooled, holds
+		judgedStep(3, 12, pv{9, 8, 10, 7.5, 10}, fast, ok),
+	}
+	steps[2].RepeatOf = 1
+	d, err := NewDir(t.TempDir(), "killed", time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := d.Append("steps.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		j.Write(s)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := "version: 1\nrecipe:\n  name: killed\n  nodes: 2\n  gpus_per_node: 8\n  usd_per_gpu_hour: 1.8\nbar:\n  ttft_p90_s: 5.3\n  interactivity_p90_tps: 10\n  error_rate: 0.02\n"
+	if err := d.WriteFile("config.yaml", []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	r, err := LoadRun(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sweep.CapacityOf(sweep.Points(steps))
+	if !r.Partial || r.Summary.Capacity.String() != want.String() {
+		t.Errorf("rebuilt capacity %q, the run's %q", r.Summary.Capacity, want)
+	}
+}

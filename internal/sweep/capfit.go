@@ -91,6 +91,7 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 		}
 		lv := fitLevel{x: float64(pts[i].Sessions), idx: j - 1}
 		var sw, swd, sdown, sup float64
+		fails, measured := 0, 0
 		for k := i; k < j; k++ {
 			part, ok := pts[k].Judged.Part(rule.name)
 			v := part.Value
@@ -106,8 +107,9 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 			up := math.Max((worst-c)/z, floor)
 			se := (down + up) / 2
 			w := 1 / (se * se)
+			measured++
 			if part.Verdict == verdict.Fail {
-				lv.failed = true
+				fails++
 			}
 			sw += w
 			swd += w * c
@@ -119,6 +121,13 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 		}
 		lv.d, lv.w = swd/sw, sw
 		lv.down, lv.up = 1/math.Sqrt(sdown), 1/math.Sqrt(sup)
+		lv.failed = fails == measured // every run at this level failed
+		if lv.failed && (lv.d < 0 || lv.d == 0 && rule.name != verdict.PartErrors) {
+			// failed with its value inside the bar: the verdict rests on
+			// something the value does not show (a kill switch), so the
+			// value is no use to the fit; the fail bounds it from above
+			return levels, j - 1
+		}
 		levels = append(levels, lv)
 		i = j
 	}
@@ -281,7 +290,7 @@ func levelAt(xs []float64, x float64) int {
 }
 
 // failedWithoutValue reports whether the part read fail at the level of
-// pts[end] with no value to fit.
+// pts[end], which gave the fit no value (none, or one inside the bar).
 func failedWithoutValue(pts []Point, end int, name string) bool {
 	for _, p := range pts {
 		if p.Sessions != pts[end].Sessions {

@@ -125,3 +125,18 @@ func TestCapacityFailWithoutValueBoundsIt(t *testing.T) {
 		t.Errorf("capacity %s (%+v): want 8, its interval closed at the 12 sessions that failed, limited by ttft", got, got)
 	}
 }
+
+// TestCapacityFailInsideTheBar: a step whose part failed with its value
+// inside the bar (the verdict rests on something else, such as a kill
+// switch trip) was held off the bar by a hair in every draw, so every draw
+// crossed at the same point: "12 sessions (95% interval 12.0-12.0)", a zero
+// width no data pinned. The fail now bounds the interval from above.
+func TestCapacityFailInsideTheBar(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	tripped := step(12, [3]float64{2.0, 1.5, 2.5}, fast)
+	tripped.Judged.Parts[0].Verdict, tripped.Judged.Verdict = verdict.Fail, verdict.Fail
+	got := CapacityOf([]Point{step(4, [3]float64{1.0, 0.8, 1.2}, fast), step(8, [3]float64{1.5, 1.2, 1.8}, fast), tripped})
+	if got.Lo >= got.Hi || got.Hi != 12 || got.HiOpen || got.LimitedBy != verdict.PartTTFT {
+		t.Errorf("capacity %s (%+v): want an interval of some width closed at 12, limited by ttft", got, got)
+	}
+}
