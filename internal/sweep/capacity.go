@@ -122,7 +122,7 @@ func CapacityOf(points []Point) Capacity {
 	}
 	pts := append([]Point(nil), points...)
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Sessions < pts[j].Sessions })
-	c.Bracket = bracketOf(pts)
+	c.Bracket = BracketOf(pts)
 	if c.Bracket[0] > 0 {
 		return c
 	}
@@ -146,9 +146,9 @@ func CapacityOf(points []Point) Capacity {
 	return c
 }
 
-// bracketOf is the ladder's bracket: the most sessions of a step that
+// BracketOf is the ladder's bracket: the most sessions of a step that
 // passed, and the fewest of a step above it that did not (0: none).
-func bracketOf(pts []Point) [2]int {
+func BracketOf(pts []Point) [2]int {
 	var b [2]int
 	for _, p := range pts {
 		if p.Judged.Verdict == verdict.Pass {
