@@ -36,9 +36,10 @@ func ExitCode(s report.Summary) int {
 	return ExitUnsure
 }
 
-// ExitCodeOf is the exit code of a run that returned s and err. A phase
-// that failed (a post-flight that found the engine still busy included) is
-// a rig error; an interrupted run exits with the code of what it measured,
+// ExitCodeOf is the exit code of a run that returned s and err. A sweep
+// stopped because its metrics went away exits as its target failed or as
+// no data. A phase that failed (a post-flight that found the engine still
+// busy or could not check it included) is a rig error; an interrupted run exits with the code of what it measured,
 // or as a rig error when it was interrupted before any step was judged.
 func ExitCodeOf(s report.Summary, err error) int {
 	if err == nil {
@@ -46,7 +47,15 @@ func ExitCodeOf(s report.Summary, err error) int {
 	}
 	var pe *PhaseError
 	var intr *Interrupted
+	var gone *sweep.MetricsGone
 	switch {
+	case errors.As(err, &gone):
+		// the metrics went away: what was judged stands, the rest is no
+		// data, whatever post-flight could not check after
+		if ExitCode(s) == ExitFail {
+			return ExitFail
+		}
+		return ExitUnsure
 	case errors.As(err, &pe):
 		return ExitRigError
 	case errors.As(err, &intr) && len(s.Steps) > 0:

@@ -26,6 +26,11 @@ type PostFlight struct {
 func (r *Runner) awaitIdle(ctx context.Context, start time.Duration) PostFlight {
 	c := r.Clock
 	var pf PostFlight
+	if gone := r.metricsGone(); gone != nil {
+		// nothing to read idleness from: say why, once, without waiting
+		pf.Detail = "idleness could not be checked: " + gone.Error()
+		return pf
+	}
 	for {
 		s, err := r.Source.Scrape(ctx, c.Now())
 		if err == nil {
@@ -38,6 +43,12 @@ func (r *Runner) awaitIdle(ctx context.Context, start time.Duration) PostFlight 
 			}
 			if !pf.Verified {
 				pf.Detail = "the server reports no running/waiting gauges, so idleness could not be checked"
+				if r.hadGauges() {
+					// the gauges were there during the run (a NaN, which
+					// the mapping drops, reads as absent): a check that
+					// could not be made, not a server without them
+					pf.Detail = "the running/waiting gauges the server reported during the run are gone or not numbers (NaN), so idleness could not be checked"
+				}
 				break
 			}
 		}
@@ -78,4 +89,19 @@ func (r *Runner) postFlight(ctx context.Context) PostFlight {
 		r.logf("post-flight: %s", pf.Detail)
 	}
 	return pf
+}
+
+// hadGauges reports whether some scrape of the run held both the running
+// and the waiting gauge.
+func (r *Runner) hadGauges() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.samples {
+		_, okR := s.Gauge[signal.Running]
+		_, okW := s.Gauge[signal.Waiting]
+		if okR && okW {
+			return true
+		}
+	}
+	return false
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 type inFlightSample struct {
@@ -117,10 +118,54 @@ func (r *Runner) add(in inFlightSample, s signal.Sample, err error) bool {
 	r.inFlight = append(r.inFlight, in)
 	if err != nil {
 		r.warnings = appendOnce(r.warnings, "scrape failed: "+err.Error())
+		r.failedScrapes++
+		if r.failedScrapes >= GoneAfter && r.gone == nil {
+			r.gone = &MetricsGone{Scrapes: r.failedScrapes, Err: err}
+		}
 		return false
 	}
+	r.failedScrapes = 0
 	r.samples = append(r.samples, s)
 	return true
+}
+
+// GoneAfter is how many scrapes in a row must fail for the metrics to be
+// taken as gone: the sweep stops there.
+const GoneAfter = 3
+
+// MetricsGone is a sweep stopped because its metrics stopped answering:
+// the steps judged before stand; the step under way, and every one not run,
+// read no data.
+type MetricsGone struct {
+	Scrapes int   // the failed scrapes in a row when it was called
+	Err     error // the last scrape's error: the URL and its answer
+}
+
+func (e *MetricsGone) Error() string {
+	return fmt.Sprintf("the metrics stopped answering (%d scrapes in a row failed; the last: %v): the steps judged before stand, the step under way and the rest read no data",
+		e.Scrapes, e.Err)
+}
+func (e *MetricsGone) Unwrap() error { return e.Err }
+
+// metricsGone is the MetricsGone the scrapes so far call for, or nil.
+func (r *Runner) metricsGone() *MetricsGone {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.gone
+}
+
+// goneVerdict is a step judged while its metrics went away: every part
+// that did not fail on the windows it had reads no data.
+func goneVerdict(j verdict.Step, gone *MetricsGone) verdict.Step {
+	j.Verdict = verdict.Pass
+	for i := range j.Parts {
+		if j.Parts[i].Verdict != verdict.Fail {
+			j.Parts[i].Verdict = verdict.NoData
+		}
+		j.Verdict = verdict.Worse(j.Verdict, j.Parts[i].Verdict)
+	}
+	j.Warnings = append(j.Warnings, gone.Error())
+	return j
 }
 
 func appendOnce(xs []string, x string) []string {
@@ -140,9 +185,10 @@ func (r *Runner) awaitSample(ctx context.Context, t time.Duration) error {
 		r.mu.Lock()
 		n := len(r.samples)
 		ok := n > 0 && r.samples[n-1].At >= t
+		gone := r.gone != nil
 		r.mu.Unlock()
-		if ok {
-			return nil
+		if ok || gone {
+			return nil // gone: no sample is coming
 		}
 		i, err := c.WaitFor(ctx, "sweep sample", deadline, r.sampled)
 		if err != nil {

@@ -1,0 +1,108 @@
+package sweep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// vanishing is an engine whose /metrics answers 404 from a moment on.
+type vanishing struct {
+	*fakeEngine
+	from time.Duration
+}
+
+func (v *vanishing) Scrape(ctx context.Context, at time.Duration) (signal.Sample, error) {
+	if at >= v.from {
+		return signal.Sample{}, errors.New("no metrics target answered: http://10.0.0.7:8000/metrics: status 404 Not Found (want 200 from a /metrics endpoint)")
+	}
+	return v.fakeEngine.Scrape(ctx, at)
+}
+
+// When /metrics stops answering mid-step, the sweep stops after a few
+// failed scrapes: the steps judged before stand, the step under way reads
+// no data (never pooled into an earlier run), no repeat runs, and the error
+// names the metrics URL and its answer.
+func TestSweepStopsWhenMetricsVanish(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 0.5 s per session: 2, 4 and 6 all pass; with repeats a miss
+		// would bring step 1 back
+		r, _, eng := newRunnerEngine(t, []int{2, 4, 6}, 0.5)
+		r.Plan.Repeat = true
+		// step 2's judged time starts at 1m25s (warm-up 10 s after step 1
+		// ends at 1m15s): the metrics go 30 s into it
+		v := &vanishing{fakeEngine: eng, from: 85*time.Second + 30*time.Second}
+		r.Source = v
+		start := r.Clock.Now()
+		res, err := r.Run(context.Background())
+		var gone *MetricsGone
+		if !errors.As(err, &gone) {
+			t.Fatalf("sweep returned %v, want the metrics gone", err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "http://10.0.0.7:8000/metrics") || !strings.Contains(msg, "404") {
+			t.Errorf("error %q names neither the metrics URL nor its answer", msg)
+		}
+		var got []string
+		for _, s := range res.Steps {
+			got = append(got, fmt.Sprintf("%d %s", s.Sessions, s.Judged.Verdict))
+		}
+		t.Logf("steps %v; stop %q; post-flight %q; took %v", got, res.StopReason, res.PostFlight.Detail, r.Clock.Now()-start)
+		if len(res.Steps) != 2 || res.Steps[0].Judged.Verdict != verdict.Pass || res.Steps[1].Judged.Verdict != verdict.NoData {
+			t.Fatalf("steps %v, want step 1 pass and step 2 no data, and nothing after", got)
+		}
+		if res.Steps[1].RepeatOf >= 0 {
+			t.Errorf("step 2 is a repeat of step %d", res.Steps[1].RepeatOf+1)
+		}
+		if res.PostFlight.Idle || !strings.Contains(res.PostFlight.Detail, "could not be checked") {
+			t.Errorf("post-flight %+v: want it to say idleness could not be checked", res.PostFlight)
+		}
+		// it stopped within a step of the metrics going, not after the
+		// ladder, repeats and drains
+		if took := r.Clock.Now() - start; took > v.from+r.Plan.Step {
+			t.Errorf("the sweep took %v after the metrics went at %v", took, v.from)
+		}
+	})
+}
+
+// nanGauges is an engine whose running and waiting gauges read NaN (which
+// the mapping drops) once the load stops.
+type nanGauges struct {
+	*fakeEngine
+	fl *fakeLoad
+}
+
+func (n *nanGauges) Scrape(ctx context.Context, at time.Duration) (signal.Sample, error) {
+	s, err := n.fakeEngine.Scrape(ctx, at)
+	n.fl.mu.Lock()
+	stopped := n.fl.stopped
+	n.fl.mu.Unlock()
+	if stopped {
+		delete(s.Gauge, signal.Running)
+		delete(s.Gauge, signal.Waiting)
+	}
+	return s, err
+}
+
+// Post-flight that cannot check idleness because gauges the run had went
+// away (NaN) does not read as a server without them.
+func TestPostFlightWithNaNGaugesIsNotIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fl, eng := newRunnerEngine(t, []int{2}, 0.5)
+		r.Source = &nanGauges{fakeEngine: eng, fl: fl}
+		res, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("post-flight %+v", res.PostFlight)
+		if res.PostFlight.Idle || strings.Contains(res.PostFlight.Detail, "no running/waiting gauges") || !strings.Contains(res.PostFlight.Detail, "NaN") {
+			t.Errorf("post-flight %+v: want a check that could not be made, naming NaN", res.PostFlight)
+		}
+	})
+}
