@@ -20,11 +20,11 @@ import (
 )
 
 // Querier is the part of Prometheus' HTTP API the Prometheus source uses:
-// instant and range queries, returning the result and the server's warnings.
-// HTTPQuerier is one over client_golang's api.Client.
+// instant queries (of range selectors too, for the raw scrapes), returning
+// the result and the server's warnings. HTTPQuerier is one over
+// client_golang's api.Client.
 type Querier interface {
 	Query(ctx context.Context, query string, ts time.Time) (model.Value, []string, error)
-	QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Value, []string, error)
 }
 
 // HTTPQuerier runs queries against a Prometheus server through
@@ -42,15 +42,6 @@ func (h HTTPQuerier) Query(ctx context.Context, query string, ts time.Time) (mod
 	return v, warn, nil
 }
 
-// QueryRange runs a range query from start to end every step.
-func (h HTTPQuerier) QueryRange(ctx context.Context, query string, start, end time.Time, step time.Duration) (model.Value, []string, error) {
-	v, warn, _, err := promv1.NewAPI(h.Client).QueryRange(ctx, query, promv1.Range{Start: start, End: end, Step: step})
-	if err != nil {
-		return nil, warn, fmt.Errorf("%s: %w", h.Client.URL("/api/v1/query_range", nil), err)
-	}
-	return v, warn, nil
-}
-
 // WallClock converts between modelled run time and wall-clock instants;
 // *timescale.Clock is one.
 type WallClock interface {
@@ -62,8 +53,9 @@ type WallClock interface {
 // that scrapes the engines: every family the mapping names, under a label
 // selector, summed across series. Each series (instance, job and engine
 // labels) is its own part, so restarts and failed scrapes of one copy are
-// seen as with a Scraper. A sample "at" a time holds what Prometheus had
-// scraped by then, up to one of its scrape intervals old.
+// seen as with a Scraper. A sample "at" a time holds each target's
+// Prometheus scrape nearest that time, before or after it (promnear.go), so
+// reading a time that has just passed waits for Prometheus' next scrape.
 //
 // A counter family an engine exposes with no series yet (no 4xx so far)
 // reads as zero from a scrape of /metrics but has nothing in Prometheus;
@@ -74,6 +66,10 @@ type Prometheus struct {
 	Selector string // label matchers in braces, {job="vllm"}; empty for every series
 	Mapping  Mapping
 	Clock    WallClock // run time to wall time
+	// Now and Sleep are the wall clock the source waits on for Prometheus'
+	// next scrape; nil is time.Now and a timer.
+	Now   func() time.Time
+	Sleep func(ctx context.Context, d time.Duration) error
 
 	mu      sync.Mutex
 	exposed map[string]bool // counter families seen exposed by the targets, series or not
@@ -171,62 +167,41 @@ func (p *Prometheus) query() (string, error) {
 	return q + "}", nil
 }
 
-// Scrape reads the series as Prometheus had them at the wall time of run
-// time at. It fails when the query fails or no series of the mapping
-// matches; targets Prometheus could not scrape (up == 0) are named in
-// Sample.Errors.
+// Scrape reads the series as Prometheus scraped them nearest the wall time
+// of run time at, waiting for the scrape after it when there is none yet.
+// It fails when a query fails or no series of the mapping matches; targets
+// Prometheus could not scrape (up == 0) are named in Sample.Errors.
 func (p *Prometheus) Scrape(ctx context.Context, at time.Duration) (Sample, error) {
-	out := NewSample(at)
-	q, err := p.query()
+	pts, warnings, err := p.nearestPoints(ctx, []time.Time{p.Clock.Wall(at)})
 	if err != nil {
-		return out, err
+		return NewSample(at), err
 	}
-	vec, warnings, err := p.vector(ctx, q, at)
-	if err != nil {
-		return out, err
-	}
-	points := pointsOf(vec)
-	return p.sample(at, points, warnings, p.exposedCounters(ctx, points))
+	return p.sample(at, pts[0], warnings, p.exposedCounters(ctx, pts[0]))
 }
 
-// Samples reads the series at run times from, from+step, ... up to to with
-// one range query: what Scrape would have read at each of those times.
+// Samples reads the series at run times from, from+step, ... up to to, from
+// the scrapes Prometheus holds: what Scrape would read at each of those
+// times. Times no target was scraped near are left out.
 func (p *Prometheus) Samples(ctx context.Context, from, to, step time.Duration) ([]Sample, error) {
 	if step <= 0 || to < from {
 		return nil, fmt.Errorf("range [%v, %v] step %v: want from <= to and a positive step", from, to, step)
 	}
-	q, err := p.query()
+	var ats []time.Duration
+	var walls []time.Time
+	for at := from; at <= to; at += step {
+		ats, walls = append(ats, at), append(walls, p.Clock.Wall(at))
+	}
+	pts, warnings, err := p.nearestPoints(ctx, walls)
 	if err != nil {
 		return nil, err
 	}
-	wallFrom, wallStep := p.Clock.Wall(from), p.Clock.Wall(from+step).Sub(p.Clock.Wall(from))
-	if wallStep < time.Millisecond {
-		return nil, fmt.Errorf("step %v is under a millisecond of wall time: use a longer step", step)
-	}
-	v, warnings, err := p.API.QueryRange(ctx, q, wallFrom, p.Clock.Wall(to), wallStep)
-	if err != nil {
-		return nil, fmt.Errorf("prometheus range query %s: %w", q, err)
-	}
-	m, ok := v.(model.Matrix)
-	if !ok {
-		return nil, fmt.Errorf("prometheus range query %s returned a %s, want a matrix", q, v.Type())
-	}
-	byStep := map[int64][]point{}
-	for _, series := range m {
-		for _, sp := range series.Values {
-			k := int64(math.Round(float64(sp.Timestamp.Time().Sub(wallFrom)) / float64(wallStep)))
-			byStep[k] = append(byStep[k], point{series.Metric, float64(sp.Value)})
-		}
-	}
-	steps := make([]int64, 0, len(byStep))
-	for k := range byStep {
-		steps = append(steps, k)
-	}
-	slices.Sort(steps)
-	out := make([]Sample, 0, len(steps))
+	out := make([]Sample, 0, len(ats))
 	var errs []error
-	for _, k := range steps {
-		s, err := p.sample(from+time.Duration(k)*step, byStep[k], warnings, p.knownExposed())
+	for i, at := range ats {
+		if len(pts[i]) == 0 {
+			continue
+		}
+		s, err := p.sample(at, pts[i], warnings, p.knownExposed())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -234,7 +209,7 @@ func (p *Prometheus) Samples(ctx context.Context, from, to, step time.Duration) 
 		out = append(out, s)
 	}
 	if len(out) == 0 {
-		return nil, errors.Join(append(errs, fmt.Errorf("prometheus range query %s: no samples between %v and %v", q, from, to))...)
+		return nil, errors.Join(append(errs, fmt.Errorf("prometheus under %q: no samples between %v and %v", p.Selector, from, to))...)
 	}
 	return out, nil
 }
