@@ -25,7 +25,7 @@ func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.
 	step.Judged = verdict.Judge(p.Bar, windows, loads, p.Options)
 	step.Judged.Warnings = append(step.Judged.Warnings, crossChecks(windows, summary)...)
 	if step.Killed != "" {
-		step.Judged = failKilled(step.Judged, step.KilledBy, step.Killed, "the kill switch ended this step early", "")
+		step.Judged = judgeKilled(step.Judged, step.KilledBy, step.Killed, "the kill switch ended this step early", "")
 	}
 	step.Load, step.Tokens, step.Windows = summary, tokensOf(windows), len(windows)
 	step.KVCacheMean = gaugeMean(windows, signal.KVCacheUsage)
@@ -103,13 +103,14 @@ func WithParts(st verdict.Step, parts ...verdict.Part) verdict.Step {
 // Pool judges a repeat on both runs' windows together. Both must come from
 // JudgeStep in this process (they carry the windows they were judged on).
 // The pooled step has every window of both runs, each counted once, however
-// short a run was. A run the kill switch ended is a fail, and pooling never
-// undoes it: the pooled verdict of a step either of whose runs was killed
-// is a fail on the part the kill's limit watched, with a warning naming it.
+// short a run was. A step either of whose runs the kill switch ended is
+// judged on its pooled data (judgeKilled): the watched part fails when its
+// pooled interval is beyond the bar and never passes, with a warning
+// naming the kill.
 func Pool(p Plan, first, again StepResult) StepResult {
 	if first.judgedWindows == nil {
 		if first.Killed != "" {
-			again.Judged = failKilled(again.Judged, first.KilledBy, first.Killed, fmt.Sprintf("step %d's run was ended early by the kill switch", first.Index+1), "this repeat does not undo that")
+			again.Judged = judgeKilled(again.Judged, first.KilledBy, first.Killed, fmt.Sprintf("step %d's run was ended early by the kill switch", first.Index+1), "its windows are not kept, so this repeat's alone judge the step")
 		}
 		return again
 	}
@@ -123,7 +124,7 @@ func Pool(p Plan, first, again StepResult) StepResult {
 		who string
 	}{{first, fmt.Sprintf("step %d's run", first.Index+1)}, {again, "this run"}} {
 		if run.st.Killed != "" {
-			again.Judged = failKilled(again.Judged, run.st.KilledBy, run.st.Killed, run.who+" was ended early by the kill switch", "pooling its windows with the other run's does not undo that")
+			again.Judged = judgeKilled(again.Judged, run.st.KilledBy, run.st.Killed, run.who+" was ended early by the kill switch", "judged on both runs' windows pooled")
 		}
 	}
 	again.Windows = len(ws)

@@ -62,24 +62,48 @@ func (r *Runner) kill(n int, from, now time.Duration) (why, part string) {
 	return "", ""
 }
 
-// failKilled makes a judged step fail on the part the kill switch's limit
-// watched (ttft when the step does not say, as steps saved before
-// killed_by was kept): the kill switch ends a step only when the recipe
-// clearly cannot carry it, so what the step measured before the kill never
-// passes it, alone or pooled with a repeat. who says which run was killed,
-// tail (may be empty) ends the warning.
-func failKilled(st verdict.Step, part, why, who, tail string) verdict.Step {
+// judgeKilled is the verdict of a judged step one of whose runs the kill
+// switch ended (part is the bar part its tripped limit watches; ttft when
+// the step does not say, as steps saved before killed_by was kept). The kill
+// switch protects the fleet; it decides no verdict. The step's data do: the
+// watched part fails only when its interval lies beyond the bar, and is no
+// data when nothing was measured. What a killed run measured cannot pass
+// that part, alone or pooled with a repeat: the run stopped because it was
+// going wrong, so the windows it did not measure would have read worse, and
+// a part whose data pass reads too close instead. The other parts keep
+// their verdicts; the step's is the worst of its parts. who says which run
+// was killed, tail (may be empty) ends the warning.
+func judgeKilled(st verdict.Step, part, why, who, tail string) verdict.Step {
 	if part == "" {
 		part = verdict.PartTTFT
 	}
+	read := ""
 	for i := range st.Parts {
-		if st.Parts[i].Name == part {
-			st.Parts[i].Verdict = verdict.Fail
-			st.Parts[i].Value.Warnings = append(st.Parts[i].Value.Warnings, "failed by the kill switch: "+why)
+		q := &st.Parts[i]
+		if q.Name != part {
+			continue
+		}
+		switch q.Verdict {
+		case verdict.Pass:
+			q.Verdict = verdict.TooClose
+			q.Value.Warnings = append(q.Value.Warnings, "the kill switch ended a run of this step ("+why+"): its data are within the bar, but a run cut short cannot pass, so it reads too close")
+			read = "its data are within the bar, so it reads too close (a cut-short run cannot pass)"
+		case verdict.Fail:
+			read = "its interval is beyond the bar, so it fails"
+		case verdict.TooClose:
+			read = "its interval crosses the bar, so it reads too close"
+		default:
+			read = "it measured too little to judge, so it reads " + string(q.Verdict)
 		}
 	}
-	st.Verdict = verdict.Fail
-	w := fmt.Sprintf("%s: %s; a run the kill switch ended fails, on %s", who, why, part)
+	st.Verdict = verdict.Pass
+	for _, q := range st.Parts {
+		st.Verdict = verdict.Worse(st.Verdict, q.Verdict)
+	}
+	w := fmt.Sprintf("%s: %s; the kill switch decides no verdict: %s is judged on what was measured", who, why, part)
+	if read != "" {
+		w += ", and " + read
+	}
 	if tail != "" {
 		w += "; " + tail
 	}

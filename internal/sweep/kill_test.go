@@ -8,17 +8,20 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
-func TestAStepTheKillSwitchEndedIsAFailEvenWhenPoolingWouldPassIt(t *testing.T) {
+func TestAKilledStepIsJudgedOnItsDataNotFailedByTheKill(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		// 0.5 s per session: every step's latency passes the bar. At 6 sessions
-		// the queue grows past 4 per session early in the first run's judged
-		// time, so the kill switch ends that run after a few windows; the repeat
-		// of 6 runs clean for the whole step. The issue's case: pooling the
-		// killed run's few windows with the repeat's turned the step into a pass
-		// and capacity into ">= 6, not reached".
+		// 0.5 s per session: every step's latency is within the bar. At 6
+		// sessions the queue grows past 4 per session early in the first
+		// run's judged time, so the kill switch ends that run after a few
+		// windows; the repeat of 6 runs clean for the whole step. The kill
+		// protects the fleet (the step stops at once) but decides nothing:
+		// the killed run's data and the pooled data are within the bar, so
+		// 6 sessions read too close (a run cut short cannot pass), never
+		// fail, and the steps that held before it still pass (issue 21.4).
 		r, _, eng := newRunnerEngine(t, []int{2, 4, 6}, 0.5)
 		r.Plan.Repeat = true
 		r.Plan.Kill = Kill{QueuePerSession: 4}
@@ -46,26 +49,25 @@ func TestAStepTheKillSwitchEndedIsAFailEvenWhenPoolingWouldPassIt(t *testing.T) 
 		if killed.Killed == "" || killed.KilledBy != verdict.PartTTFT {
 			t.Fatalf("the first run of 6 sessions: killed %q by %q, want the queue limit on ttft", killed.Killed, killed.KilledBy)
 		}
-		// the killed run is a fail for that run, on the part its limit watches
-		if killed.Judged.Verdict != verdict.Fail {
-			t.Errorf("the killed run reads %s, want fail", killed.Judged.Verdict)
+		if killed.Judged.Verdict != verdict.TooClose {
+			t.Errorf("the killed run, whose windows are within the bar, reads %s, want too_close", killed.Judged.Verdict)
 		}
-		if p, _ := killed.Judged.Part(verdict.PartTTFT); p.Verdict != verdict.Fail {
-			t.Errorf("the killed run's ttft part reads %s, want fail", p.Verdict)
+		if p, _ := killed.Judged.Part(verdict.PartTTFT); p.Verdict != verdict.TooClose || !(p.Value.Hi <= p.Bar) {
+			t.Errorf("the killed run's ttft part reads %s on %v (bar %g), want too_close on an interval within the bar", p.Verdict, p.Value, p.Bar)
 		}
-		// pooled with a clean repeat it stays a fail, with a warning naming
-		// the kill; the windows are both runs'
-		if pooled.RepeatOf != killed.Index || pooled.Judged.Verdict != verdict.Fail {
-			t.Errorf("the repeat of 6 (repeat_of %d) reads %s, want fail: pooling must not undo a kill", pooled.RepeatOf, pooled.Judged.Verdict)
+		if pooled.RepeatOf != killed.Index || pooled.Judged.Verdict != verdict.TooClose {
+			t.Errorf("the repeat of 6 (repeat_of %d) reads %s, want too_close: pooled data within the bar must not fail, nor pass on a killed run", pooled.RepeatOf, pooled.Judged.Verdict)
 		}
-		if !hasWarning(pooled.Judged.Warnings, "kill switch") {
+		if !hasWarning(pooled.Judged.Warnings, "kill switch decides no verdict") {
 			t.Errorf("the pooled step's warnings %q do not name the kill", pooled.Judged.Warnings)
 		}
 		if pooled.Windows <= killed.Windows {
 			t.Errorf("the pooled step has %d windows, the killed run %d: want both runs'", pooled.Windows, killed.Windows)
 		}
-		if res.Capacity.AtLeast || res.Capacity.Hi > 6 || res.Capacity.LimitedBy != verdict.PartTTFT {
-			t.Errorf("capacity %+v, want at most 6 sessions limited by ttft, not 'at least'", res.Capacity)
+		for _, i := range []int{0, 1, 3} {
+			if v := res.Steps[i].Judged.Verdict; v != verdict.Pass {
+				t.Errorf("step %d (%d sessions) reads %s after a kill at 6: a kill must not turn a good step into a fail", i+1, res.Steps[i].Sessions, v)
+			}
 		}
 		if !strings.Contains(res.StopReason, "kill switch") {
 			t.Errorf("stop reason %q does not name the kill switch", res.StopReason)
@@ -73,28 +75,68 @@ func TestAStepTheKillSwitchEndedIsAFailEvenWhenPoolingWouldPassIt(t *testing.T) 
 	})
 }
 
-func TestPoolKeepsAKilledRunsFail(t *testing.T) {
+// slowScrapes is scrapes with every request's first token after ttft
+// seconds instead of 1 s.
+func slowScrapes(gauges []map[string]float64, ttft float64) []signal.Sample {
+	out := scrapes(gauges)
+	h := stats.Histogram{Upper: ttftBounds, Cumulative: make([]float64, len(ttftBounds))}
+	for k := range out {
+		if k > 0 {
+			observe(&h, ttft, 40)
+		}
+		out[k].Hist[signal.TTFT] = h.Clone()
+	}
+	return out
+}
+
+func TestAKilledStepFailsOnlyWhenItsIntervalIsBeyondTheBar(t *testing.T) {
 	p := judgedPlan()
 	healthy := func(n int) []map[string]float64 { return gaugeRun(n, map[string]float64{running: 4, waiting: 0}) }
-	// a run the kill switch ended after 20 s (two windows, passing on
-	// what they measured), and a full clean 60 s run (six windows)
-	short := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 20, Killed: "P90 TTFT of the last window 37.4s is past 4 times the bar", KilledBy: verdict.PartTTFT},
+	why := "P90 TTFT of the last window 37.4s is past 4 times the bar"
+	// runs the kill switch ended after 20 s (two windows): one whose windows
+	// read 1 s, within the 5.3 s bar, and one whose windows read 9 s, in the
+	// bucket (7.5, 10] beyond it; and a full clean 60 s run (six windows)
+	short := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 20, Killed: why, KilledBy: verdict.PartTTFT},
 		scrapes(healthy(5)), turns(20*time.Second))
+	slow := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 20, Killed: why, KilledBy: verdict.PartTTFT},
+		slowScrapes(healthy(5), 9), turns(20*time.Second))
+	slowAll := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 60, Killed: why, KilledBy: verdict.PartTTFT},
+		slowScrapes(healthy(13), 9), turns(60*time.Second))
 	full := JudgeStep(p, StepResult{Index: 5, Sessions: 4, RepeatOf: 3, End: 60}, scrapes(healthy(13)), turns(60*time.Second))
 	shortAgain := short
 	shortAgain.Index, shortAgain.RepeatOf = 5, 3
 	fullFirst := full
 	fullFirst.Index, fullFirst.RepeatOf = 3, -1
+	slowAgain := slowAll
+	slowAgain.Index, slowAgain.RepeatOf = 5, 3
+	alone := []struct {
+		name string
+		st   StepResult
+		want verdict.Verdict
+	}{
+		{"killed, within the bar", short, verdict.TooClose},
+		{"killed, beyond the bar", slow, verdict.Fail},
+	}
+	for _, c := range alone {
+		if p, _ := c.st.Judged.Part(verdict.PartTTFT); c.st.Judged.Verdict != c.want || p.Verdict != c.want {
+			t.Errorf("%s: the run reads %s (ttft %s on %v), want %s", c.name, c.st.Judged.Verdict, p.Verdict, p.Value, c.want)
+		}
+		if !hasWarning(c.st.Judged.Warnings, "kill switch decides no verdict") {
+			t.Errorf("%s: warnings %q do not name the kill", c.name, c.st.Judged.Warnings)
+		}
+	}
 	cases := []struct {
 		name        string
 		first, then StepResult
 		want        verdict.Verdict
 		warn        string
 	}{
-		// the first run was killed: the pooled verdict stays a fail
-		{name: "first run killed", first: short, then: full, want: verdict.Fail, warn: "kill switch"},
-		// the repeat was killed: the same
-		{name: "repeat killed", first: fullFirst, then: shortAgain, want: verdict.Fail, warn: "kill switch"},
+		// the first run was killed on a bad last window, the data pooled are
+		// within the bar: too close, not a fail, and no pass on a cut run
+		{name: "first run killed, pooled within the bar", first: short, then: full, want: verdict.TooClose, warn: "kill switch decides no verdict"},
+		{name: "repeat killed, pooled within the bar", first: fullFirst, then: shortAgain, want: verdict.TooClose, warn: "kill switch decides no verdict"},
+		// the repeat was killed and the pooled interval is beyond the bar: a fail
+		{name: "repeat killed, pooled beyond the bar", first: slow, then: slowAgain, want: verdict.Fail, warn: "kill switch decides no verdict"},
 		// neither was: both runs' windows judge the step (control)
 		{name: "no kill", first: fullFirst, then: full, want: verdict.Pass, warn: "together"},
 	}
@@ -111,10 +153,6 @@ func TestPoolKeepsAKilledRunsFail(t *testing.T) {
 				t.Errorf("%d windows pooled, want %d + %d", got.Windows, c.first.Windows, c.then.Windows)
 			}
 		})
-	}
-	// judged alone, the short run already reads fail on its ttft part
-	if short.Judged.Verdict != verdict.Fail {
-		t.Errorf("a killed run reads %s on its own, want fail", short.Judged.Verdict)
 	}
 }
 
