@@ -560,7 +560,9 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		}
 	}
 	// a run is not over until the engine is back where it started
-	if pfErr := postFlightError(res.PostFlight); pfErr != nil {
+	// (with the metrics gone it could not look: no blame on the engine)
+	var gone *sweep.MetricsGone
+	if pfErr := postFlightError(res.PostFlight); pfErr != nil && !errors.As(runErr, &gone) {
 		out = errors.Join(out, &PhaseError{Phase: PhasePostflight, Err: pfErr})
 	}
 	return sum, out

@@ -49,11 +49,18 @@ func scaleExposition(text []byte, f float64) []byte {
 	return out.Bytes()
 }
 
-// A /metrics proxy (a real loopback HTTP server in front of the
-// simulator's) that multiplies every counter and histogram by 0.3 from 30 s
-// into the judged time: the step must not pass, and its warnings must name
-// the series that shrank.
-func TestShrinkingCountersThroughAProxyDoNotPass(t *testing.T) {
+// proxied is a run of one step of 2 sessions against the simulator on a
+// scaled wall clock, its /metrics read through a real loopback proxy that
+// calls change on every answer once the run is 30 s (modelled) into its
+// judged time (a zero from before).
+type proxied struct {
+	cfg      config.Run
+	progress io.Writer
+	changed  atomic.Int64 // answers changed
+}
+
+func newProxied(t *testing.T, change func(w http.ResponseWriter, status int, contentType string, body []byte) bool) *proxied {
+	t.Helper()
 	const scale = wallScale
 	s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: scale, Seed: 1})
 	if err != nil {
@@ -63,9 +70,9 @@ func TestShrinkingCountersThroughAProxyDoNotPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	var shrinkAt atomic.Int64 // wall time (UnixNano) from which counters shrink; 0: not yet known
-	var scaledScrapes atomic.Int64
+	t.Cleanup(func() { s.Close() })
+	p := &proxied{}
+	var from atomic.Int64 // wall time (UnixNano) from which answers change; 0: not yet known
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		resp, err := http.Get(url + r.URL.Path)
 		if err != nil {
@@ -74,15 +81,15 @@ func TestShrinkingCountersThroughAProxyDoNotPass(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		if at := shrinkAt.Load(); at > 0 && time.Now().UnixNano() >= at {
-			body = scaleExposition(body, 0.3)
-			scaledScrapes.Add(1)
+		if at := from.Load(); at > 0 && time.Now().UnixNano() >= at && change(w, resp.StatusCode, resp.Header.Get("Content-Type"), body) {
+			p.changed.Add(1)
+			return
 		}
 		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
 		w.WriteHeader(resp.StatusCode)
 		w.Write(body)
 	}))
-	defer proxy.Close()
+	t.Cleanup(proxy.Close)
 
 	cfg := config.Default()
 	cfg.Recipe.Endpoint, cfg.Recipe.Metrics, cfg.TimeScale = url, []string{proxy.URL + "/metrics"}, config.Scale(scale)
@@ -96,26 +103,40 @@ func TestShrinkingCountersThroughAProxyDoNotPass(t *testing.T) {
 	// not validated: the run file refuses a scaled clock against an
 	// endpoint, which a real server would be; this one runs at the same
 	// scale as the run
+	p.cfg = cfg
 	// The run's clock is the wall clock at x scale from its start: the
-	// line that says when the judged time starts tells when to shrink.
+	// line that says when the judged time starts tells when to change.
 	started := time.Now()
 	warmup := regexp.MustCompile(`step 1: 2 sessions, warm-up until (\S+),`)
 	var mu sync.Mutex
 	var lines bytes.Buffer
-	progress := writerFunc(func(b []byte) (int, error) {
+	p.progress = writerFunc(func(b []byte) (int, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		lines.Write(b)
-		if m := warmup.FindSubmatch(lines.Bytes()); m != nil && shrinkAt.Load() == 0 {
+		if m := warmup.FindSubmatch(lines.Bytes()); m != nil && from.Load() == 0 {
 			if d, err := time.ParseDuration(string(m[1])); err == nil {
-				shrinkAt.Store(started.Add((d + 30*time.Second) / scale).UnixNano())
+				from.Store(started.Add((d + 30*time.Second) / scale).UnixNano())
 			}
 		}
 		return len(b), nil
 	})
-	sum, err := Run(context.Background(), Options{Config: cfg, Progress: progress})
-	t.Logf("scaled scrapes %d; error %v", scaledScrapes.Load(), err)
-	if scaledScrapes.Load() == 0 {
+	return p
+}
+
+// A /metrics proxy that multiplies every counter and histogram by 0.3 from
+// 30 s into the judged time: the step must not pass, and its warnings must
+// name the series that shrank.
+func TestShrinkingCountersThroughAProxyDoNotPass(t *testing.T) {
+	p := newProxied(t, func(w http.ResponseWriter, status int, contentType string, body []byte) bool {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		w.Write(scaleExposition(body, 0.3))
+		return true
+	})
+	sum, err := Run(context.Background(), Options{Config: p.cfg, Progress: p.progress})
+	t.Logf("scaled scrapes %d; error %v", p.changed.Load(), err)
+	if p.changed.Load() == 0 {
 		t.Fatal("the proxy never scaled a scrape")
 	}
 	if len(sum.Steps) != 1 {
@@ -132,6 +153,30 @@ func TestShrinkingCountersThroughAProxyDoNotPass(t *testing.T) {
 	}
 	if code := ExitCodeOf(sum, err); code == ExitHeld {
 		t.Errorf("exit code %d for a target whose counters shrank", code)
+	}
+}
+
+// A /metrics that answers 404 from 30 s into the judged time: the sweep
+// stops, the step reads no data, and the run exits 3 naming the metrics
+// URL and its answer.
+func TestMetricsThatVanishExitNoData(t *testing.T) {
+	p := newProxied(t, func(w http.ResponseWriter, _ int, _ string, _ []byte) bool {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return true
+	})
+	sum, err := Run(context.Background(), Options{Config: p.cfg, Progress: p.progress})
+	t.Logf("404 answers %d; error %v", p.changed.Load(), err)
+	if p.changed.Load() == 0 {
+		t.Fatal("the proxy never answered 404")
+	}
+	if len(sum.Steps) != 1 || sum.Steps[0].Verdict != verdict.NoData {
+		t.Fatalf("steps %v, want the one step no data", stepParts(sum))
+	}
+	if code := ExitCodeOf(sum, err); code != ExitUnsure {
+		t.Errorf("exit code %d, want %d (no data)", code, ExitUnsure)
+	}
+	if err == nil || !strings.Contains(err.Error(), p.cfg.Recipe.Metrics[0]) || !strings.Contains(err.Error(), "404") {
+		t.Errorf("error %v names neither the metrics URL nor its answer", err)
 	}
 }
 

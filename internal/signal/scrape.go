@@ -65,8 +65,9 @@ func sum(out Sample, targets []string, answers []answer) (Sample, error) {
 	errs := make([]error, len(targets))
 	for i, target := range targets {
 		name := transport.URL(target) // a target's user info is never written
-		if errs[i] = answers[i].err; errs[i] != nil {
-			out.Errors = append(out.Errors, fmt.Sprintf("%s: %v", name, errs[i]))
+		if err := answers[i].err; err != nil {
+			errs[i] = fmt.Errorf("%s: %w", name, err) // the URL with its answer
+			out.Errors = append(out.Errors, errs[i].Error())
 			continue
 		}
 		if err := out.Merge(answers[i].part); err != nil {
