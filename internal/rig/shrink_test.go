@@ -183,3 +183,33 @@ func TestMetricsThatVanishExitNoData(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// running/waiting gauges that read NaN from 30 s into the judged time on:
+// post-flight cannot check idleness, which is a failed phase and exit 1,
+// not a server without the gauges.
+func TestNaNGaugesFailPostFlight(t *testing.T) {
+	gauge := regexp.MustCompile(`(?m)^(vllm:num_requests_(running|waiting)(\{[^}]*\})?) \S+$`)
+	p := newProxied(t, func(w http.ResponseWriter, status int, contentType string, body []byte) bool {
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		w.Write(gauge.ReplaceAll(body, []byte("$1 NaN")))
+		return true
+	})
+	sum, err := Run(context.Background(), Options{Config: p.cfg, Progress: p.progress})
+	t.Logf("NaN answers %d; error %v", p.changed.Load(), err)
+	if p.changed.Load() == 0 {
+		t.Fatal("the proxy never wrote NaN")
+	}
+	var pf string
+	for _, ph := range sum.Phases {
+		if ph.Name == PhasePostflight {
+			pf = ph.Status + ": " + ph.Detail
+		}
+	}
+	if !strings.HasPrefix(pf, "failed") || !strings.Contains(pf, "NaN") {
+		t.Errorf("post-flight %q: want failed, naming NaN", pf)
+	}
+	if code := ExitCodeOf(sum, err); code != ExitRigError {
+		t.Errorf("exit code %d, want %d", code, ExitRigError)
+	}
+}

@@ -60,6 +60,11 @@ func postFlightError(pf sweep.PostFlight) error {
 		return nil
 	}
 	detail := pf.Detail
+	if !pf.Verified && detail != "" {
+		// it could not look: say so, and do not send anyone hunting for
+		// requests nobody saw
+		return fmt.Errorf("post-flight could not check that the engine is idle: %s; check the engine by hand before the next run", detail)
+	}
 	if detail == "" {
 		detail = fmt.Sprintf("%g running, %g waiting", pf.Running, pf.Waiting)
 	}
