@@ -66,13 +66,15 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `coverage runs each run file --runs times on the virtual clock, each with its
 own workload and sweep seed (1000, 1001, ...), exactly as simulate does. It
 then measures the truth, which no estimator under study defines: at every
-session count the runs stepped at, --truth-runs single-level runs (one step,
-no repeat, no kill switch, seeds of their own) whose judged windows are all
-pooled into one histogram per signal, and the P90 TTFT and interactivity of
-that pool; then the same on a fine grid (at most --fine levels) between the
-last level whose truth held the bar and the first that did not. The true
-capacity is where the pooled truth crosses the bar, interpolated between
-those two levels on the worst part's margin.
+session count the runs stepped at, --truth-runs further runs (seeds of their
+own, no repeat, no kill switch) climb the run file's ladder to that count, as
+the runs reach it, and the judged windows of all their steps there are
+pooled into one histogram per signal, whose P90 TTFT and interactivity are
+the truth; then the same on a fine grid (at most --fine levels) between the
+last level whose truth held the bar and the first that did not. A level no
+climb reached (a step below it missed in every one) is measured by runs that
+start cold at it. The true capacity is where the pooled truth crosses the
+bar, interpolated between those two levels on the worst part's margin.
 
 It reports, each with its 95% Wilson interval: how often the runs' capacity
 intervals hold the true capacity; how often each step's TTFT and
@@ -110,7 +112,7 @@ being wide) and the GPU minutes each sweep spent.`,
 		},
 	}
 	coverage.Flags().IntVar(&runs, "runs", 20, "runs per run file, each with its own seed")
-	coverage.Flags().IntVar(&truthRuns, "truth-runs", 20, "single-level runs pooled into the truth at each level")
+	coverage.Flags().IntVar(&truthRuns, "truth-runs", 20, "further runs pooled into the truth at each level")
 	coverage.Flags().IntVar(&fine, "fine", 6, "the most levels of the fine grid near the crossing")
 	sweeps := &cobra.Command{
 		Use:   "sweeps",

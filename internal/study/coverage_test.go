@@ -15,9 +15,9 @@ import (
 
 // TestCoverageGate is the fast form of `headroom sim study coverage`: the
 // built-in default run with 5-minute judged steps, 12 runs with their own
-// seeds, and a truth pooled in the test itself from 6 single-level runs at
-// each level the runs stepped at and on a fine grid of up to 3 levels near
-// the crossing, all on the virtual clock. It fails when the capacity
+// seeds, and a truth pooled in the test itself from 6 further runs climbing
+// to each level the runs stepped at and to a fine grid of up to 3 levels
+// near the crossing, all on the virtual clock. It fails when the capacity
 // intervals cover the true capacity less than 90% of the time, when steps
 // whose truth is beyond the bar pass more than 2.5% of the time, or when the
 // capacity interval's mean half-width is more than 1.5 times the calibrated
@@ -76,13 +76,14 @@ func TestCoverageGate(t *testing.T) {
 	}
 }
 
-// The old study's truth was one long ladder run whose kill switch could end
-// a step on one window; a truth run now measures its one level whole.
+// The old study's truth was one long run whose kill switch could end a
+// step on one window; a truth run now climbs the recipe's ladder to its
+// level, as the study's runs do, and measures that step whole.
 func TestLevelConfigMeasuresOneLevelWhole(t *testing.T) {
-	base := config.Default()
-	cfg := levelConfig(base, 11, truthSeed(11, 3))
-	if len(cfg.Sweep.Ladder) != 1 || cfg.Sweep.Ladder[0] != 11 || cfg.Sweep.Target != 11 || cfg.Sweep.Stress != 0 {
-		t.Errorf("ladder %v target %d stress %d, want one step of 11", cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress)
+	base := config.Default() // ladder 4, 8, 12, 16, 20
+	cfg := levelConfig(base, 11, truthSeed(11, 3), false)
+	if !equalInts(cfg.Sweep.Ladder, []int{4, 8, 11}) || cfg.Sweep.Target != 11 || cfg.Sweep.Stress != 0 || cfg.Sweep.Mode != "ladder" {
+		t.Errorf("ladder %v target %d stress %d mode %s, want a climb 4, 8, 11", cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress, cfg.Sweep.Mode)
 	}
 	if cfg.Sweep.Kill != (config.Kill{}) {
 		t.Errorf("kill switch %+v, want off", cfg.Sweep.Kill)
@@ -93,7 +94,10 @@ func TestLevelConfigMeasuresOneLevelWhole(t *testing.T) {
 	if cfg.Workload.Seed != truthSeed(11, 3) || cfg.Sweep.Seed != truthSeed(11, 3) || cfg.Workload.Seed == 1000 {
 		t.Errorf("seeds %d/%d, want %d apart from the study's", cfg.Workload.Seed, cfg.Sweep.Seed, truthSeed(11, 3))
 	}
-	if base.Sweep.Kill == (config.Kill{}) || len(base.Sweep.Ladder) == 1 {
+	if cold := levelConfig(base, 12, 7, true); !equalInts(cold.Sweep.Ladder, []int{12}) {
+		t.Errorf("cold ladder %v, want 12 alone", cold.Sweep.Ladder)
+	}
+	if base.Sweep.Kill == (config.Kill{}) || !equalInts(base.Sweep.Ladder, []int{4, 8, 12, 16, 20}) {
 		t.Error("levelConfig changed its base")
 	}
 }

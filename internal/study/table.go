@@ -22,14 +22,18 @@ func WriteCoverage(w io.Writer, all []Coverage) error {
 			c.TTFT, c.Interactivity, c.FalsePass, c.FalseFail, c.GPUMinutes.Mean, c.GPUMinutes.Min, c.GPUMinutes.Max, c.WallS)
 	}
 	for _, c := range all {
-		fmt.Fprintf(&b, "\n%s: capacity intervals above the truth %d, below %d; truth from %d single-level runs a level\n\n", c.Recipe, c.CapacityAbove, c.CapacityBelow, truthRuns(c.Truth))
-		b.WriteString("| sessions | true TTFT P90 | true interactivity P90 | true errors | part | steps | coverage | above / below | half-width / calibrated |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+		fmt.Fprintf(&b, "\n%s: capacity intervals above the truth %d, below %d\n\n", c.Recipe, c.CapacityAbove, c.CapacityBelow)
+		b.WriteString("| sessions | truth runs (windows) | true TTFT P90 | true interactivity P90 | true errors | part | steps | coverage | above / below | half-width / calibrated |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, l := range c.Truth.Levels {
 			fine := ""
 			if l.Fine {
 				fine = " (fine)"
 			}
+			if l.Cold {
+				fine += " (cold)"
+			}
+			fine += fmt.Sprintf(" | %d (%d)", l.Runs, l.Windows)
 			row := false
 			for _, p := range c.Steps {
 				if p.Sessions != l.Sessions {
@@ -48,13 +52,6 @@ func WriteCoverage(w io.Writer, all []Coverage) error {
 	return err
 }
 
-func truthRuns(t Truth) int {
-	if len(t.Levels) == 0 {
-		return 0
-	}
-	return t.Levels[0].Runs
-}
-
 func capText(x float64) string {
 	if math.IsInf(x, 1) {
 		return "beyond every level"
@@ -62,13 +59,13 @@ func capText(x float64) string {
 	return fmt.Sprintf("%.2f", x)
 }
 
-// widthText is "mean half-width / 1.96 sd = ratio" (n/a with fewer than two
+// widthText is "mean half-width / 1.96 sd = ratio (n estimates)" (n/a with fewer than two
 // estimates or no finite interval).
 func widthText(w Width) string {
 	if math.IsNaN(w.MeanHalfWidth) || math.IsNaN(w.Calibrated) {
 		return fmt.Sprintf("n/a (%d estimates, %d finite)", w.N, w.Finite)
 	}
-	return fmt.Sprintf("%.3g / %.3g = %.2f", w.MeanHalfWidth, w.Calibrated, w.Ratio())
+	return fmt.Sprintf("%.3g / %.3g = %.2f (n %d)", w.MeanHalfWidth, w.Calibrated, w.Ratio(), w.N)
 }
 
 // The study's figures can be NaN (nothing to measure) or infinite (a truth

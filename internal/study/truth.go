@@ -20,9 +20,9 @@ import (
 )
 
 // Level is the truth at one session count: the histograms of every judged
-// window of many independent single-level runs (each with its own
-// workload and sweep seed, none of the study's) pooled into one, and the
-// P90s read from that pool. No estimator under study defines it: it is what
+// window of many independent runs' steps at that count (each run with its
+// own workload and sweep seed, none of the study's) pooled into one, and
+// the P90s read from that pool. No estimator under study defines it: it is what
 // each run's P90 tends to as the traffic a run draws is averaged out.
 type Level struct {
 	Sessions int `json:"sessions"`
@@ -38,6 +38,9 @@ type Level struct {
 	// Fine says the level is on the fine grid near the crossing, not one
 	// the study's runs stepped at.
 	Fine bool `json:"fine,omitempty"`
+	// Cold says no truth run climbed the ladder to this level (a step below
+	// it missed in each), so its runs started cold at it.
+	Cold bool `json:"cold,omitempty"`
 }
 
 // Within says whether the truth holds the bar on every part.
@@ -122,29 +125,52 @@ type levelRun struct {
 
 type weighted struct{ v, w float64 }
 
-// measureLevels runs runs single-level runs at each of levels (all at once,
-// on workers) and pools each level's windows.
+// measureLevels runs runs truth runs at each of levels (all at once, on
+// workers) and pools each level's windows. A truth run climbs the recipe's
+// ladder to the level, as the study's runs reach it (see levelConfig); a
+// level no climb reached (a step below it missed in every run) is measured
+// by runs that start cold at it instead.
 func measureLevels(ctx context.Context, base config.Run, levels []int, runs, workers int, run RunFunc) ([]Level, error) {
 	got := make([]levelRun, len(levels)*runs)
 	var mu sync.Mutex
-	err := rig.Parallel(ctx, len(got), workers, func(ctx context.Context, k int) error {
-		n, j := levels[k/runs], k%runs
-		r, err := singleLevel(ctx, base, n, truthSeed(n, j), run)
-		if err != nil {
-			return fmt.Errorf("truth at %d sessions, seed %d: %w", n, truthSeed(n, j), err)
+	pass := func(cold bool, todo []int) error {
+		return rig.Parallel(ctx, len(todo)*runs, workers, func(ctx context.Context, k int) error {
+			i, j := todo[k/runs], k%runs
+			n := levels[i]
+			r, err := truthRun(ctx, base, n, truthSeed(n, j), cold, run)
+			if err != nil {
+				return fmt.Errorf("truth at %d sessions, seed %d: %w", n, truthSeed(n, j), err)
+			}
+			mu.Lock()
+			got[i*runs+j] = r
+			mu.Unlock()
+			return nil
+		})
+	}
+	all := make([]int, len(levels))
+	for i := range all {
+		all[i] = i
+	}
+	if err := pass(false, all); err != nil {
+		return nil, err
+	}
+	var unreached []int
+	for i := range levels {
+		if !slices.ContainsFunc(got[i*runs:(i+1)*runs], func(r levelRun) bool { return r.windows > 0 }) {
+			unreached = append(unreached, i)
 		}
-		mu.Lock()
-		got[k] = r
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
+	}
+	if err := pass(true, unreached); err != nil {
 		return nil, err
 	}
 	out := make([]Level, len(levels))
 	for i, n := range levels {
 		var all levelRun
+		reached := 0
 		for _, r := range got[i*runs : (i+1)*runs] {
+			if r.windows > 0 {
+				reached++
+			}
 			all.ttft = append(all.ttft, r.ttft...)
 			all.tpot = append(all.tpot, r.tpot...)
 			all.itl = append(all.itl, r.itl...)
@@ -152,7 +178,7 @@ func measureLevels(ctx context.Context, base config.Run, levels []int, runs, wor
 			all.planned += r.planned
 			all.windows += r.windows
 		}
-		l := Level{Sessions: n, Runs: runs, Windows: all.windows, TTFTP90: math.NaN(), InteractivityP90: math.NaN(), ErrorRate: math.NaN()}
+		l := Level{Sessions: n, Runs: reached, Cold: slices.Contains(unreached, i), Windows: all.windows, TTFTP90: math.NaN(), InteractivityP90: math.NaN(), ErrorRate: math.NaN()}
 		if h, err := stats.Pool(all.ttft); err == nil {
 			if v, _, _, ok := h.Quantile(0.9); ok {
 				l.TTFTP90 = v
@@ -179,28 +205,29 @@ func measureLevels(ctx context.Context, base config.Run, levels []int, runs, wor
 	return out, nil
 }
 
-// singleLevel runs base as one step of n sessions (no repeat, no kill
-// switch: the truth beyond the bar is measured, not cut short; a longer
-// warm-up, see below) and reads
-// the step's judged windows back from its run directory, which it then
-// removes.
-func singleLevel(ctx context.Context, base config.Run, n int, seed uint64, run RunFunc) (levelRun, error) {
-	cfg := levelConfig(base, n, seed)
-	// A ladder's later steps start warm from the ones below; a single
-	// level starts cold, so its lanes get a longer priming: twice the
-	// warm-up, and twice again while that is too short.
+// truthRun runs base up to n sessions (see levelConfig; cold: n alone)
+// and reads the windows of its step at n back from its run directory,
+// which it then removes. A climb that stopped below n gives no windows.
+func truthRun(ctx context.Context, base config.Run, n int, seed uint64, cold bool, run RunFunc) (levelRun, error) {
+	cfg := levelConfig(base, n, seed, cold)
+	// A cold start primes every lane at once: it gets twice the warm-up,
+	// and any run twice again while that is too short.
+	grow := 1.0
+	if cold {
+		grow = 2
+	}
 	var sum report.Summary
 	var err error
-	for try := range 3 {
-		warm := cfg.Sweep.WarmupS * float64(int(2)<<try)
+	for range 3 {
 		c := cfg
-		c.Sweep.WarmupS = warm
+		c.Sweep.WarmupS = cfg.Sweep.WarmupS * grow
 		if c.Workload.PrimeTimeoutS == cfg.Sweep.WarmupS {
-			c.Workload.PrimeTimeoutS = warm
+			c.Workload.PrimeTimeoutS = c.Sweep.WarmupS
 		}
 		if sum, err = run(ctx, c); !errors.Is(err, sweep.ErrWarmupTooShort) {
 			break
 		}
+		grow *= 2
 	}
 	if err != nil {
 		return levelRun{}, err
@@ -242,17 +269,25 @@ func singleLevel(ctx context.Context, base config.Run, n int, seed uint64, run R
 			r.planned += float64(st.Load.Planned)
 		}
 	}
-	if r.windows == 0 {
+	if r.windows == 0 && cold {
 		return r, fmt.Errorf("no judged step of %d sessions in %s", n, sum.RunDir)
 	}
 	return r, nil
 }
 
-// levelConfig is base as one step of n sessions with its own seed: no
-// repeat, no kill switch, no other mixes.
-func levelConfig(base config.Run, n int, seed uint64) config.Run {
+// levelConfig is base climbing its own ladder's steps below n and then n,
+// as the study's runs reach n, with its own seed and no repeat, no kill
+// switch (a step beyond the bar is measured whole, not cut short) and no
+// other mixes; cold, it is the one step of n.
+func levelConfig(base config.Run, n int, seed uint64, cold bool) config.Run {
 	cfg := base
-	cfg.Sweep.Ladder = []int{n}
+	cfg.Sweep.Ladder = nil
+	for _, m := range base.Sweep.Ladder {
+		if m < n && !cold {
+			cfg.Sweep.Ladder = append(cfg.Sweep.Ladder, m)
+		}
+	}
+	cfg.Sweep.Ladder = append(cfg.Sweep.Ladder, n)
 	cfg.Sweep.Target, cfg.Sweep.Stress = n, 0
 	cfg.Sweep.Mode = "ladder"
 	f := false
