@@ -9,11 +9,11 @@ import (
 )
 
 // BootstrapOptions say how to resample. Zero values take defaults: 2000
-// resamples, plain resampling (Block 1) and 95% confidence.
+// resamples, moving blocks of BlockLength(n) units and 95% confidence.
 type BootstrapOptions struct {
 	Resamples  int     // number of resamples; 0 means 2000
 	Seed       uint64  // seed of the generator, so intervals are reproducible
-	Block      int     // 1 (or 0) resamples single units; >1 resamples moving blocks of this many consecutive units
+	Block      int     // 0 resamples moving blocks of BlockLength(n) units; 1 single units; >1 moving blocks of this many consecutive units
 	Confidence float64 // two-sided confidence of the interval; 0 means 0.95
 }
 
@@ -21,7 +21,7 @@ func (o BootstrapOptions) withDefaults() BootstrapOptions {
 	if o.Resamples <= 0 {
 		o.Resamples = 2000
 	}
-	if o.Block < 1 {
+	if o.Block < 0 {
 		o.Block = 1
 	}
 	if !(o.Confidence > 0 && o.Confidence < 1) {
@@ -31,7 +31,8 @@ func (o BootstrapOptions) withDefaults() BootstrapOptions {
 }
 
 // Bootstrap resamples n units (windows) with replacement, singly or in moving
-// blocks of Block consecutive units (clamped to n), and returns the percentile
+// blocks of Block consecutive units (clamped to n; BlockLength(n) when Block
+// is 0), and returns the percentile
 // interval of stat over the resamples. stat gets the n indices of one resample
 // in a buffer it must not keep, and returns ok=false for a resample it cannot
 // measure (all chosen windows empty); such resamples are skipped. ok is false
@@ -42,7 +43,11 @@ func Bootstrap(n int, stat func(idx []int) (float64, bool), o BootstrapOptions) 
 		return 0, 0, false
 	}
 	o = o.withDefaults()
-	block := min(o.Block, n)
+	block := o.Block
+	if block == 0 {
+		block = BlockLength(n)
+	}
+	block = min(block, n)
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	idx := make([]int, n)
 	vals := make([]float64, 0, o.Resamples)

@@ -22,7 +22,8 @@ func TestBootstrapReproducible(t *testing.T) {
 		name string // what the case shows
 		o    BootstrapOptions
 	}{
-		{"plain", BootstrapOptions{Seed: 7}},                                 // single windows
+		{"plain", BootstrapOptions{Seed: 7, Block: 1}},                       // single windows
+		{"automatic blocks", BootstrapOptions{Seed: 7}},                      // BlockLength(12) = 2
 		{"moving blocks", BootstrapOptions{Seed: 7, Block: 3}},               // blocks of 3
 		{"block longer than the data", BootstrapOptions{Seed: 7, Block: 50}}, // clamped to n
 	}
@@ -36,9 +37,9 @@ func TestBootstrapReproducible(t *testing.T) {
 			t.Errorf("%s: interval [%g, %g] does not hold the sample mean 4.82", c.name, lo1, hi1)
 		}
 	}
-	o := BootstrapOptions{Seed: 8}
+	o := BootstrapOptions{Seed: 8, Block: 1}
 	lo3, hi3, _ := Bootstrap(len(data), mean, o)
-	lo1, hi1, _ := Bootstrap(len(data), mean, BootstrapOptions{Seed: 7})
+	lo1, hi1, _ := Bootstrap(len(data), mean, BootstrapOptions{Seed: 7, Block: 1})
 	if lo3 == lo1 && hi3 == hi1 {
 		t.Error("a different seed gave the very same interval")
 	}
