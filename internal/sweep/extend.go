@@ -90,7 +90,12 @@ func (r *Runner) limitOf(measureStart time.Duration) time.Duration {
 	if r.deadline > 0 {
 		limit = min(limit, r.deadline-r.reserve)
 	}
-	return max(limit, measureStart+p.Step)
+	// in whole windows past the minimum, so every look is on the grid
+	over := max(0, limit-measureStart-p.Step)
+	if p.Window > 0 {
+		over = over / p.Window * p.Window
+	}
+	return measureStart + p.Step + over
 }
 
 // extendTo looks at step i at t, the current end of its judged time, and
@@ -99,15 +104,16 @@ func (r *Runner) limitOf(measureStart time.Duration) time.Duration {
 // it waits for.
 func (r *Runner) extendTo(i, n int, measureStart, t, limit time.Duration) (next time.Duration, why string) {
 	p := r.Plan
-	look := lookEvery(p)
-	if t+look > limit {
+	if t >= limit {
 		return t, ""
 	}
+	// the last look falls on the limit itself, which the projection is for
+	next = min(t+lookEvery(p), limit)
 	st := StepResult{Index: i, Sessions: n, MeasureStart: measureStart.Seconds(), End: t.Seconds()}
 	st = JudgeStep(p, st, r.Samples(), r.Book.Step(i, load.PhaseMeasure))
 	parts := decidable(st.Judged, st.Load.Planned, t-measureStart, limit-measureStart, p.Options.Confidence)
 	if parts == "" {
 		return t, ""
 	}
-	return t + look, fmt.Sprintf("%s too close after %s (%d turns); could be decided by %s", parts, fmtDur(t-measureStart), st.Load.Planned, fmtDur(limit-measureStart))
+	return next, fmt.Sprintf("%s too close after %s (%d turns); could be decided by %s", parts, fmtDur(t-measureStart), st.Load.Planned, fmtDur(limit-measureStart))
 }

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func (e *sparseEngine) Scrape(ctx context.Context, at time.Duration) (signal.Sam
 	return s, nil
 }
 
-func sparseRunner(t *testing.T, ttftS float64, maxStep, budget time.Duration) *Runner {
+func sparseRunner(t *testing.T, sessions int, ttftS float64, maxStep, budget time.Duration) *Runner {
 	t.Helper()
 	clock, err := timescale.New(1000)
 	if err != nil {
@@ -72,7 +73,7 @@ func sparseRunner(t *testing.T, ttftS float64, maxStep, budget time.Duration) *R
 	opts := verdict.DefaultOptions()
 	opts.Resamples = 200
 	return &Runner{
-		Plan: Plan{Ladder: []int{2}, Warmup: 10 * time.Second, Step: 60 * time.Second, MaxStep: maxStep, Budget: budget,
+		Plan: Plan{Ladder: []int{sessions}, Warmup: 10 * time.Second, Step: 60 * time.Second, MaxStep: maxStep, Budget: budget,
 			Window: 10 * time.Second, Scrape: 5 * time.Second, Drain: 30 * time.Second,
 			Bar: verdict.Bar{TTFTP90: 5.3, InteractivityP90: 10, ErrorRate: 0.02}, Options: opts},
 		Clock: clock, Load: fl, Source: &sparseEngine{load: fl, book: book, clock: clock, ttftS: ttftS}, Book: book,
@@ -87,27 +88,31 @@ func sparseRunner(t *testing.T, ttftS float64, maxStep, budget time.Duration) *R
 // is spent, keeps its 60 s. Before, every such step read too close.
 func TestStepRunsUntilDecided(t *testing.T) {
 	cases := []struct {
-		name    string
-		ttftS   float64
-		maxStep time.Duration
-		budget  time.Duration
-		verdict verdict.Verdict
-		extends bool
+		name     string
+		sessions int
+		ttftS    float64
+		maxStep  time.Duration
+		budget   time.Duration
+		verdict  verdict.Verdict
+		extends  bool
 	}{
 		// errors too close on 24 turns; 240 turns by 600 s would clear 2%
-		{"few turns", 1, 600 * time.Second, 0, verdict.Pass, true},
+		{"few turns", 2, 1, 600 * time.Second, 0, verdict.Pass, true},
+		// 3 sessions: 180 turns at the look at 300 s, 192 at the 320 s
+		// limit, which is off the looks' 30 s grid: the last look is the limit
+		{"decided at the limit", 3, 1, 320 * time.Second, 0, verdict.Pass, true},
 		// P90 TTFT 6 s sits in (5, 7.5], which holds the 5.3 s bar: no
 		// length decides it, and errors alone would leave the step too close
-		{"bar inside a bucket", 6, 600 * time.Second, 0, verdict.TooClose, false},
+		{"bar inside a bucket", 2, 6, 600 * time.Second, 0, verdict.TooClose, false},
 		// the GPU window leaves no time beyond the minimum step
-		{"budget spent", 1, 600 * time.Second, 80 * time.Second, verdict.TooClose, false},
+		{"budget spent", 2, 1, 600 * time.Second, 80 * time.Second, verdict.TooClose, false},
 		// max_step_s = step_s: fixed steps, as before
-		{"fixed", 1, 60 * time.Second, 0, verdict.TooClose, false},
+		{"fixed", 2, 1, 60 * time.Second, 0, verdict.TooClose, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				r := sparseRunner(t, c.ttftS, c.maxStep, c.budget)
+				r := sparseRunner(t, c.sessions, c.ttftS, c.maxStep, c.budget)
 				res, err := r.Run(context.Background())
 				if err != nil {
 					t.Fatal(err)
@@ -127,11 +132,12 @@ func TestStepRunsUntilDecided(t *testing.T) {
 					return
 				}
 				// decided at the first look with enough turns: 0 errors in n
-				// turns clears 2% at n >= 189, and looks are 30 s (24 turns) apart
-				if judged >= 600 || st.Load.Planned < 189 || st.Load.Planned >= 189+24 {
+				// turns clears 2% at n >= 189, and looks are 30 s apart
+				perLook := 30 / 5 * c.sessions
+				if judged > c.maxStep.Seconds() || st.Load.Planned < 189 || st.Load.Planned >= 189+perLook {
 					t.Errorf("judged %g s with %d turns: want it to stop at the first look past 189 turns", judged, st.Load.Planned)
 				}
-				if !strings.Contains(st.Extended, "errors too close after 1m0s (24 turns)") {
+				if !strings.Contains(st.Extended, fmt.Sprintf("errors too close after 1m0s (%d turns)", 12*c.sessions)) {
 					t.Errorf("extension note %q does not say why", st.Extended)
 				}
 			})
