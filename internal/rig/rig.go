@@ -123,6 +123,8 @@ type run struct {
 	// overContext is pre-flight's count of the planned turns over the
 	// served context, for the summary; nil until counted.
 	overContext *report.OverContext
+	// snap is the resumed directory as it was, until the sweep starts
+	snap *snapshot
 	// redact is the run's redactor once its credentials are read
 	redact *transport.Redactor
 	// notes say what resuming mended in the run directory, for the summary;
@@ -196,6 +198,19 @@ func (r *run) do(ctx context.Context) (sum report.Summary, err error) {
 	offset := time.Duration(0)
 	if r.o.Resume != nil {
 		r.dir = r.o.Resume
+		// a resume that fails before its sweep starts changes nothing on
+		// disk: the directory is put back as it was (the sweep's start
+		// lets the changes stand)
+		if r.snap, err = takeSnapshot(r.dir); err != nil {
+			return report.Summary{}, err
+		}
+		defer func() {
+			if r.snap != nil {
+				if rerr := r.snap.restore(); rerr != nil {
+					err = errors.Join(err, fmt.Errorf("--resume failed and %s could not be put back as it was: %w", r.dir.Path(), rerr))
+				}
+			}
+		}()
 		saved, notes, err := readResume(r.dir)
 		if err != nil {
 			return report.Summary{}, err
@@ -514,6 +529,10 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	var res sweep.Result
 	var runErr error
 	start := time.Now()
+	if r.snap != nil {
+		r.snap.drop() // the sweep starts: what the resume changed stands
+		r.snap = nil
+	}
 	res, runErr = runner.Run(ctx)
 	res.Warnings = append(res.Warnings, src.Warnings()...)
 	res.Warnings = append(res.Warnings, r.notes...)
