@@ -30,7 +30,7 @@ func Read(r io.Reader, name string) ([]Trace, error) {
 			return nil, fmt.Errorf("%s: looks gzipped but cannot be opened: %v; check the file is complete", name, err)
 		}
 		defer zr.Close()
-		br = bufio.NewReaderSize(zr, 1<<16)
+		br = bufio.NewReaderSize(gzipErrors{zr}, 1<<16)
 	}
 	rd := reader{name: name, seen: map[string]int{}}
 	if err := rd.read(br); err != nil {
@@ -410,4 +410,20 @@ func shareHashIDs(reqs []Request) {
 		}
 		r.HashIDs = run[:n:n]
 	}
+}
+
+// gzipErrors says "gzip" in the errors of a gzip stream, and what a stream
+// that ends early means: the line they come on is named by the reader.
+type gzipErrors struct{ r io.Reader }
+
+func (g gzipErrors) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	switch {
+	case err == nil || err == io.EOF:
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		err = fmt.Errorf("the gzip stream ends early (%w): the file is truncated; check it was copied or downloaded whole", err)
+	default:
+		err = fmt.Errorf("gzip: %w; the file is damaged", err)
+	}
+	return n, err
 }
