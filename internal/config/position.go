@@ -23,6 +23,9 @@ import (
 // resolves the recipe, fills defaults and validates, and reports every
 // problem, each with its place. lines is false for the built-in default.
 func parse(b []byte, name string, lines bool, ovs []Override) (Run, error) {
+	if fe := textProblems(b, name); len(fe) > 0 {
+		return Run{}, &Errors{Name: name, List: fe}
+	}
 	src, yerr := newSource(b, name, reflect.TypeFor[Run](), lines)
 	if yerr != nil && len(ovs) > 0 {
 		return Run{}, &Errors{Name: name, List: []FieldError{syntaxError(name, yerr)}}
@@ -38,6 +41,9 @@ func parse(b []byte, name string, lines bool, ovs []Override) (Run, error) {
 		if text, err = yaml.Marshal(src.doc); err != nil {
 			return Run{}, fmt.Errorf("%s: %v", name, err)
 		}
+	}
+	if fe := src.notNumbers(); len(fe) > 0 {
+		return Run{}, &Errors{Name: name, List: fe}
 	}
 	errs := &Errors{Name: name, List: src.check(src.top(), src.root, "")}
 	var r Run
