@@ -35,3 +35,14 @@ func TestDecodeErrorsNameTheFieldOrLine(t *testing.T) {
 		t.Errorf("a quoted .nan read as a number: %v", err)
 	}
 }
+
+// A run file whose endpoint URL carries a password and is refused names
+// the field, never the password.
+func TestURLProblemsHideTheUserInfo(t *testing.T) {
+	for _, ep := range []string{"ftp://user:s3cretpw@127.0.0.1:1", "http://user:s3cretpw@127.0.0.1:notaport"} {
+		_, err := Parse([]byte("recipe:\n  endpoint: "+ep+"\n"), "run.yaml")
+		if err == nil || strings.Contains(err.Error(), "s3cretpw") || !strings.Contains(err.Error(), "recipe.endpoint") {
+			t.Errorf("endpoint %s: error %v; want recipe.endpoint named, the password not", ep, err)
+		}
+	}
+}

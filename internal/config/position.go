@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/recipe"
+	"github.com/headroom-bench/headroom/internal/transport"
 	"go.yaml.in/yaml/v3"
 	k8syaml "sigs.k8s.io/yaml"
 )
@@ -262,7 +263,9 @@ func (e FieldError) String() string {
 	case e.Line > 0:
 		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
 	}
-	s := e.Msg
+	// a URL's user info in the value quoted (--endpoint
+	// http://user:secret@host) is never printed
+	s := new(transport.Redactor).String(e.Msg)
 	if e.Path != "" {
 		s = e.Path + ": " + s
 	}
