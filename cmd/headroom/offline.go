@@ -41,6 +41,7 @@ does not fit the window.
 			if err != nil {
 				return err
 			}
+			p.Notes = append(append([]string(nil), rf.notes...), p.Notes...)
 			if asJSON {
 				err = writeJSON(stdout, p)
 			} else {
@@ -104,7 +105,7 @@ given by flags. Nothing in the directory is changed.
 			if err != nil {
 				return err
 			}
-			if err := printSummary(stdout, sum, asJSON); err != nil {
+			if err := printSummary(stdout, sum, asJSON, false); err != nil {
 				return err
 			}
 			if code := rig.ExitCode(sum); code != rig.ExitHeld {

@@ -124,7 +124,7 @@ are wide. Exit codes as for run.
 			}
 			sum, err := rig.Run(cmd.Context(), rig.Options{Config: cfg, Progress: stderr, Version: fullVersion()})
 			if sum.RunDir != "" {
-				if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
+				if perr := printSummary(stdout, sum, asJSON, false); perr != nil && err == nil {
 					err = perr
 				}
 			}

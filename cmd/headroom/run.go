@@ -5,8 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/live"
@@ -31,6 +35,7 @@ func runCmd(stdout, stderr io.Writer) *cobra.Command {
 		output  string
 		quiet   bool
 		printIt bool
+		verbose bool
 		resume  string
 		metrics string
 	)
@@ -78,13 +83,14 @@ code of what it measured (1 when no step had been judged yet).
 			if err != nil {
 				return err
 			}
-			return runRecipe(cmd, stdout, stderr, cfg, runFlags{rf: rf, asJSON: asJSON, output: output, quiet: quiet, printIt: printIt, resume: resume, metrics: metrics})
+			return runRecipe(cmd, stdout, stderr, cfg, runFlags{rf: rf, asJSON: asJSON, output: output, quiet: quiet, printIt: printIt, verbose: verbose, resume: resume, metrics: metrics})
 		},
 	}
 	rf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().StringVar(&output, "output", "", "folder for run directories (default: the run file's output, runs)")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "no progress lines on stderr")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print every warning of every step, not each cause once")
 	cmd.Flags().BoolVar(&printIt, "print-config", false, "print the resolved run file and exit without sending load")
 	cmd.Flags().StringVar(&resume, "resume", "", "continue the run in this directory after its last finished step")
 	cmd.Flags().StringVar(&metrics, "metrics-addr", "", "serve headroom's own /metrics (phase, step, sessions, in flight, running P90s, verdicts) on this address, e.g. :9464")
@@ -93,9 +99,9 @@ code of what it measured (1 when no step had been judged yet).
 
 // runFlags are run's flags besides the run file's.
 type runFlags struct {
-	rf                      runFileFlags
-	asJSON, quiet, printIt  bool
-	output, resume, metrics string
+	rf                              runFileFlags
+	asJSON, quiet, printIt, verbose bool
+	output, resume, metrics         string
 }
 
 // runRecipe carries out a run of cfg the way run's flags say: the body of
@@ -116,6 +122,10 @@ func runRecipe(cmd *cobra.Command, stdout, stderr io.Writer, cfg config.Run, f r
 	opts := rig.Options{Config: cfg, Progress: stderr, Version: fullVersion(), Live: live.IsTerminal(stderr, os.Getenv)}
 	if quiet {
 		opts.Progress = nil
+	} else {
+		for _, n := range rf.notes {
+			fmt.Fprintln(stderr, "note:", n)
+		}
 	}
 	if metrics != "" {
 		tel := telemetry.New(cfg.Recipe.Name, fullVersion())
@@ -148,7 +158,7 @@ func runRecipe(cmd *cobra.Command, stdout, stderr io.Writer, cfg config.Run, f r
 	// --json always prints a summary, with the error of a run that
 	// ended in one; the text summary needs a run directory to show
 	if asJSON || sum.RunDir != "" {
-		if perr := printSummary(stdout, sum, asJSON); perr != nil && err == nil {
+		if perr := printSummary(stdout, sum, asJSON, f.verbose); perr != nil && err == nil {
 			err = perr
 		}
 	}
@@ -177,11 +187,14 @@ func renderAll(dir string) error {
 	return report.Render(d)
 }
 
-func printSummary(w io.Writer, sum report.Summary, asJSON bool) error {
+func printSummary(w io.Writer, sum report.Summary, asJSON, verbose bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(sum)
+	}
+	if verbose {
+		return report.WriteTextAll(w, sum)
 	}
 	return report.WriteText(w, sum)
 }
@@ -206,6 +219,16 @@ type runFileFlags struct {
 	selector   string
 	apiKeyEnv  string
 	sets       []string
+	// the run's own flags: clock, hardware, price, ladder, target, step
+	timeScale string
+	gpus      int
+	usd       float64
+	sessions  string
+	target    int
+	step      string
+	// notes say what load chose that no flag asked for (the clock of the
+	// default run, a step cut to fit the window); run prints them
+	notes []string
 }
 
 // runFileFlagsHelp is the help text for the run-file flags.
@@ -246,12 +269,87 @@ func (f *runFileFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.prometheus, "prometheus", "", "read the engines' metrics from the Prometheus server at `URL` (recipe.prometheus.url)")
 	fs.StringVar(&f.selector, "selector", "", "label `MATCHERS` that pick the recipe's series in Prometheus (recipe.prometheus.selector), e.g. '{namespace=\"llm\",job=\"vllm\"}'")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "the `NAME` of the environment variable holding the endpoint's API key (recipe.api_key_env); the key is never written")
+	fs.StringVar(&f.timeScale, "time-scale", "", "the run's clock (time_scale): `virtual`, or modelled seconds per wall second (100 rehearses the built-in simulator over real HTTP on a wall clock); default without -f and --endpoint: virtual")
+	fs.IntVar(&f.gpus, "gpus", 0, "the `N` GPUs the recipe runs on (recipe.nodes 1, recipe.gpus_per_node N); a flags-only run against a real endpoint states no hardware without it")
+	fs.Float64Var(&f.usd, "usd-per-gpu-hour", 0, "the `PRICE` of one GPU-hour (recipe.usd_per_gpu_hour); a flags-only run against a real endpoint is not priced without it")
+	fs.StringVar(&f.sessions, "sessions", "", "the ladder of concurrent sessions, `N,N,...` (sweep.ladder), e.g. 4,8,12; a target or stress step not on it is dropped")
+	fs.StringVar(&f.sessions, "ladder", "", "the same as --sessions")
+	fs.IntVar(&f.target, "target", 0, "the `SESSIONS` step that must hold the bar (sweep.target); it must be on the ladder")
+	fs.StringVar(&f.step, "step", "", "each step's judged `LENGTH` (sweep.step_s), e.g. 5m or 300; default without -f: the default's 900s, cut to fit the GPU window when the plan does not")
 	fs.StringArrayVar(&f.sets, "set", nil, "set a run-file field, `PATH=VALUE` with the path as the run file spells it, e.g. sweep.ladder=[4,8,16]; repeatable, applied last")
 }
 
 // changes reports whether any flag changes the run file.
 func (f *runFileFlags) changes() bool {
-	return f.endpoint != "" || f.model != "" || len(f.metrics) > 0 || f.prometheus != "" || f.selector != "" || f.apiKeyEnv != "" || len(f.sets) > 0
+	return f.endpoint != "" || f.model != "" || len(f.metrics) > 0 || f.prometheus != "" || f.selector != "" || f.apiKeyEnv != "" || len(f.sets) > 0 ||
+		f.timeScale != "" || f.gpus != 0 || f.usd != 0 || f.sessions != "" || f.target != 0 || f.step != ""
+}
+
+// realEndpoint reports whether the flags point the run at a server other
+// than the built-in simulator.
+func (f *runFileFlags) realEndpoint() bool {
+	return f.endpoint != "" && f.endpoint != config.SimEndpoint
+}
+
+// builtIn reports whether the run is the built-in default's simulator with
+// no run file.
+func (f *runFileFlags) builtIn() bool { return f.file == "" && !f.realEndpoint() }
+
+// setsPath reports whether a --set names path (or a field under it).
+func (f *runFileFlags) setsPath(path string) bool {
+	for _, arg := range f.sets {
+		if k, _, _ := strings.Cut(arg, "="); k == path || strings.HasPrefix(k, path+".") || strings.HasPrefix(k, path+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// recipeName names a flags-only run's recipe from its endpoint: host and
+// port, with anything a directory name should not hold made a dash.
+func recipeName(endpoint string) string {
+	host := endpoint
+	if u, err := url.Parse(endpoint); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_' {
+			return r
+		}
+		return '-'
+	}, host)
+	for strings.Contains(name, "--") {
+		name = strings.ReplaceAll(name, "--", "-")
+	}
+	if name = strings.Trim(name, "-."); name == "" {
+		return "endpoint"
+	}
+	return name
+}
+
+// parseLadder reads --sessions: session counts separated by commas.
+func parseLadder(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--sessions %q: give session counts separated by commas, e.g. 4,8,12", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseStep reads --step: a duration (5m, 90s) or a number of seconds.
+func parseStep(s string) (float64, error) {
+	if v, err := strconv.ParseFloat(s, 64); err == nil && v > 0 {
+		return v, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("--step %q: give a length such as 5m, 300s or 300", s)
+	}
+	return d.Seconds(), nil
 }
 
 // overrides are the flags' changes in the order they apply: the named
@@ -273,6 +371,61 @@ func (f *runFileFlags) overrides() ([]config.Override, error) {
 				add("--endpoint", "recipe.metrics[0]", strings.TrimSuffix(f.endpoint, "/")+"/metrics")
 			}
 		}
+	}
+	if f.builtIn() && f.timeScale == "" {
+		// no run file and no endpoint: the built-in simulator on the
+		// virtual clock, the same run however busy the host is
+		add("--time-scale", "time_scale", "virtual")
+	}
+	if f.timeScale != "" {
+		add("--time-scale", "time_scale", f.timeScale)
+	}
+	if f.file == "" && f.realEndpoint() {
+		// a flags-only run names its recipe after the server and states
+		// no hardware or price that no flag gave
+		add("--endpoint", "recipe.name", recipeName(f.endpoint))
+		add("--endpoint", "recipe.nodes", "1")
+		add("--endpoint", "recipe.gpus_per_node", "1")
+		add("--endpoint", "recipe.usd_per_gpu_hour", "0")
+	}
+	if f.gpus != 0 {
+		add("--gpus", "recipe.nodes", "1")
+		add("--gpus", "recipe.gpus_per_node", strconv.Itoa(f.gpus))
+	}
+	if f.usd != 0 {
+		add("--usd-per-gpu-hour", "recipe.usd_per_gpu_hour", strconv.FormatFloat(f.usd, 'g', -1, 64))
+	}
+	if f.sessions != "" {
+		ladder, err := parseLadder(f.sessions)
+		if err != nil {
+			return nil, err
+		}
+		base, err := f.base()
+		if err != nil {
+			return nil, err
+		}
+		parts := make([]string, len(ladder))
+		for i, n := range ladder {
+			parts[i] = strconv.Itoa(n)
+		}
+		add("--sessions", "sweep.ladder", "["+strings.Join(parts, ",")+"]")
+		// a target or stress step the new ladder lacks is dropped
+		if f.target == 0 && !slices.Contains(ladder, base.Sweep.Target) {
+			add("--sessions", "sweep.target", "null")
+		}
+		if !slices.Contains(ladder, base.Sweep.Stress) {
+			add("--sessions", "sweep.stress", "null")
+		}
+	}
+	if f.target != 0 {
+		add("--target", "sweep.target", strconv.Itoa(f.target))
+	}
+	if f.step != "" {
+		sec, err := parseStep(f.step)
+		if err != nil {
+			return nil, err
+		}
+		add("--step", "sweep.step_s", strconv.FormatFloat(sec, 'g', -1, 64))
 	}
 	if f.model != "" {
 		add("--model", "recipe.model", f.model)
@@ -309,11 +462,56 @@ func (f *runFileFlags) load() (config.Run, error) {
 	if err != nil {
 		return config.Run{}, err
 	}
+	f.notes = nil
 	if f.file != "" {
 		return config.LoadWith(f.file, ovs...)
 	}
-	if len(ovs) == 0 {
-		return config.Default(), nil
+	cfg, err := config.DefaultWith(ovs...)
+	if err != nil {
+		return cfg, err
 	}
-	return config.DefaultWith(ovs...)
+	if f.builtIn() && f.timeScale == "" && cfg.TimeScale.Virtual() {
+		f.notes = append(f.notes, "no run file and no endpoint: the built-in simulator on the virtual clock (deterministic, seconds of wall time); --time-scale 100 rehearses it over real HTTP on a wall clock")
+	}
+	if f.step == "" && !f.setsPath("sweep.step_s") {
+		if cfg, err = fitStep(cfg, &f.notes); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, nil
+}
+
+// base is the run file (or the built-in default) before the flags' changes.
+func (f *runFileFlags) base() (config.Run, error) {
+	if f.file != "" {
+		return config.Load(f.file)
+	}
+	return config.Default(), nil
+}
+
+// fitStep cuts the step of a run without a run file, whole windows at a
+// time, until its plan's worst case fits the GPU window; a note says so.
+// The default's steps are sized for a sweep alone, and a run file says its
+// own.
+func fitStep(cfg config.Run, notes *[]string) (config.Run, error) {
+	p, err := rig.MakePlan(cfg)
+	if err != nil || p.Fits {
+		return cfg, err
+	}
+	was, sw := cfg.Sweep.StepS, cfg.Sweep.WindowS
+	for cfg.Sweep.StepS-sw >= 5*sw {
+		cfg.Sweep.StepS -= sw
+		if p, err = rig.MakePlan(cfg); err != nil {
+			return cfg, err
+		}
+		if p.Fits {
+			if cfg.Sweep.MaxStepS == 2*was { // the default's: twice the step
+				cfg.Sweep.MaxStepS = 2 * cfg.Sweep.StepS
+			}
+			*notes = append(*notes, fmt.Sprintf("steps of %.0fs judged, cut from %.0fs so the worst case (%.0f minutes) fits the %.0f-minute GPU window; --step sets it", cfg.Sweep.StepS, was, p.Minutes, p.WindowMin))
+			return cfg, cfg.Validate()
+		}
+	}
+	cfg.Sweep.StepS = was
+	return cfg, nil
 }

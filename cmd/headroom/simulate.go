@@ -52,6 +52,7 @@ model to real runs.
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().StringVar(&f.output, "output", "", "folder for run directories (default: the run file's output, runs)")
 	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	cmd.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "print every warning of every step, not each cause once")
 	cmd.Flags().BoolVar(&f.printIt, "print-config", false, "print the resolved run file and exit without simulating")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"sort"
@@ -154,7 +155,9 @@ type Sweep struct {
 	GPUWindowMin float64 `json:"gpu_window_min"`
 	// BootstrapBlock resamples runs of this many neighbouring windows
 	// (moving-block bootstrap) instead of single windows, for windows that
-	// are not independent; 1 is the plain bootstrap.
+	// are not independent; 1 is the plain bootstrap; 0 (the default) picks
+	// the length from the step's windows (stats.BlockLength: n^(1/3), at
+	// least 2 from 8 windows).
 	BootstrapBlock int `json:"bootstrap_block"`
 	// ReadyTimeoutS is how long pre-flight waits, in modelled seconds, for
 	// an endpoint that is still starting (connection refused, 503 while the
@@ -316,9 +319,6 @@ func (r *Run) fillDefaults() {
 	if s.Resamples == 0 {
 		s.Resamples = 2000
 	}
-	if s.BootstrapBlock == 0 {
-		s.BootstrapBlock = 1
-	}
 	if s.Mode == "" {
 		s.Mode = "ladder"
 	}
@@ -383,8 +383,8 @@ func (r Run) Validate() error {
 	if rc.GPUsPerNode < 1 {
 		bad("recipe.gpus_per_node", "must be at least 1, got %d", rc.GPUsPerNode)
 	}
-	if rc.USDPerGPUHour <= 0 {
-		bad("recipe.usd_per_gpu_hour", "must be > 0, got %g", rc.USDPerGPUHour)
+	if rc.USDPerGPUHour < 0 || math.IsNaN(rc.USDPerGPUHour) {
+		bad("recipe.usd_per_gpu_hour", "must be >= 0 (0: not priced), got %g", rc.USDPerGPUHour)
 	}
 	if rc.Model == "" {
 		bad("recipe.model", "is required: the model id the endpoint serves")
@@ -572,9 +572,9 @@ func (r Run) Validate() error {
 	if s.GPUWindowMin < 0 {
 		bad("sweep.gpu_window_min", "must be > 0 minutes, got %g", s.GPUWindowMin)
 	}
-	if s.BootstrapBlock < 1 {
-		bad("sweep.bootstrap_block", "must be at least 1 window, got %d", s.BootstrapBlock)
-	} else if s.StepS > 0 && s.WindowS > 0 && float64(s.BootstrapBlock) > s.StepS/s.WindowS/2 {
+	if s.BootstrapBlock < 0 {
+		bad("sweep.bootstrap_block", "must be 0 (from the windows) or at least 1 window, got %d", s.BootstrapBlock)
+	} else if s.BootstrapBlock > 0 && s.StepS > 0 && s.WindowS > 0 && float64(s.BootstrapBlock) > s.StepS/s.WindowS/2 {
 		bad("sweep.bootstrap_block", "%d windows is more than half the %g windows of a step", s.BootstrapBlock, s.StepS/s.WindowS)
 	}
 	if s.ReadyTimeoutS < 0 {

@@ -52,8 +52,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{"max step under step", "step_s: 900", "step_s: 900\n  max_step_s: 600", "sweep.max_step_s"},
 		// Unknown think-time mode.
 		{"think time", "think_time: capped", "think_time: sometimes", "workload.think_time"},
-		// Cost needs a price.
-		{"price", "usd_per_gpu_hour: 1.80", "usd_per_gpu_hour: 0", "recipe.usd_per_gpu_hour"},
+		// A price is not negative (0: not priced).
+		{"price", "usd_per_gpu_hour: 1.80", "usd_per_gpu_hour: -1", "recipe.usd_per_gpu_hour"},
 		// A real endpoint needs metrics URLs and an unscaled clock.
 		{"real endpoint", "endpoint: sim", "endpoint: http://127.0.0.1:8000", "recipe.metrics"},
 		{"real endpoint scale", "endpoint: sim", "endpoint: http://127.0.0.1:8000", "time_scale"},

@@ -162,7 +162,7 @@ func JUnit(s Summary) ([]byte, error) {
 	}
 	suite.Tests = len(suite.Cases)
 	var text strings.Builder
-	if err := WriteText(&text, s); err == nil {
+	if err := WriteTextAll(&text, s); err == nil {
 		suite.SystemOut = text.String()
 	}
 	doc := JUnitSuites{Name: "headroom", Tests: suite.Tests, Failures: suite.Failures, Errors: suite.Errors, Skipped: suite.Skipped, Suites: []JUnitSuite{suite}}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/stats"
@@ -11,11 +14,22 @@ import (
 )
 
 // WriteText prints the summary people read on the terminal. Its key line is
-// the capacity with its interval and what limited it.
-func WriteText(w io.Writer, s Summary) error {
+// the capacity with its interval and what limited it; the warnings come
+// grouped by cause, a handful at most (WriteTextAll prints every one).
+func WriteText(w io.Writer, s Summary) error { return writeText(w, s, false) }
+
+// WriteTextAll is WriteText with every warning on a line of its own, step
+// by step: `headroom run --verbose`, and the reports that hold every line.
+func WriteTextAll(w io.Writer, s Summary) error { return writeText(w, s, true) }
+
+func writeText(w io.Writer, s Summary, verbose bool) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs at $%.2f/GPU-hour; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
-		s.Recipe.Name, s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour,
+	price := fmt.Sprintf("at $%.2f/GPU-hour", s.Recipe.USDPerGPUHour)
+	if s.Recipe.USDPerGPUHour == 0 {
+		price = "not priced"
+	}
+	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs %s; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
+		s.Recipe.Name, s.Recipe.Nodes, s.Recipe.GPUsPerNode, price,
 		s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
 	b.WriteString("\n")
 	writeStepTable(&b, s.Steps, false)
@@ -53,9 +67,7 @@ func WriteText(w io.Writer, s Summary) error {
 	if len(s.Missing) > 0 {
 		fmt.Fprintf(&b, "signals the bar wanted and did not get: %s\n", strings.Join(s.Missing, ", "))
 	}
-	for _, w := range s.Warnings {
-		fmt.Fprintf(&b, "warning: %s\n", w)
-	}
+	writeWarnings(&b, s, verbose)
 	if s.Error != "" {
 		fmt.Fprintf(&b, "error: %s\n", s.Error)
 	}
@@ -86,6 +98,9 @@ func DoneText(s Summary) string {
 }
 
 func costLine(c sweep.Cost) string {
+	if c.USDPerHour == 0 {
+		return "not priced (--usd-per-gpu-hour or recipe.usd_per_gpu_hour gives the price of a GPU-hour)"
+	}
 	if c.USDPerSessionHour == nil {
 		floor := ""
 		if c.USDPerSessionHourAtLeast != nil {
@@ -167,4 +182,159 @@ func fmtPercentCI(s stats.Summary, digits int) string {
 		return "no data"
 	}
 	return fmtCI(s, digits, 100) + "%"
+}
+
+// maxWarnings is how many causes of warnings the terminal shows.
+const maxWarnings = 5
+
+// stepWarning is one warning of one step: step is its number in the run
+// (1 for the first), 0 for a warning about the run as a whole.
+type stepWarning struct {
+	step, sessions int
+	text           string
+}
+
+// writeWarnings prints the run's warnings. Verbose: every line, the run's
+// own first, then step by step in step order. Otherwise each cause once
+// with the steps and sessions it touches ("errors: few turns: steps 1, 3
+// (4, 12 sessions)"), in the order of the first step it touches, at most
+// maxWarnings of them, and a line saying how many more there are.
+func writeWarnings(b *strings.Builder, s Summary, verbose bool) {
+	var all []stepWarning
+	fromSteps := map[string]bool{}
+	for i, st := range s.Steps {
+		for _, w := range st.AllWarnings() {
+			all = append(all, stepWarning{i + 1, st.Sessions, w})
+			fromSteps[fmt.Sprintf("%d sessions: %s", st.Sessions, w)] = true
+		}
+	}
+	var runWide []stepWarning
+	for _, w := range s.Warnings {
+		if !fromSteps[w] {
+			runWide = append(runWide, stepWarning{text: w})
+		}
+	}
+	all = append(runWide, all...)
+	if verbose {
+		for _, w := range all {
+			if w.step == 0 {
+				fmt.Fprintf(b, "warning: %s\n", w.text)
+			} else {
+				fmt.Fprintf(b, "warning: step %d (%d sessions): %s\n", w.step, w.sessions, w.text)
+			}
+		}
+		return
+	}
+	type group struct {
+		label, masked string
+		same          bool
+		steps         []int
+		sessions      []int
+		lines         int
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, w := range all {
+		label := warningCause(w.text)
+		if w.step == 0 {
+			label = w.text // the run's own warnings are one of a kind
+		}
+		key := maskDigits(label, "#")
+		g := byKey[key]
+		if g == nil {
+			g = &group{label: label, masked: maskDigits(label, "N"), same: true}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.same = g.same && g.label == label
+		g.lines++
+		if w.step != 0 {
+			if !slices.Contains(g.steps, w.step) {
+				g.steps = append(g.steps, w.step)
+			}
+			if !slices.Contains(g.sessions, w.sessions) {
+				g.sessions = append(g.sessions, w.sessions)
+			}
+		}
+	}
+	first := func(g *group) int {
+		if len(g.steps) == 0 {
+			return 0
+		}
+		return slices.Min(g.steps)
+	}
+	sort.SliceStable(groups, func(i, j int) bool { return first(groups[i]) < first(groups[j]) })
+	for i, g := range groups {
+		if i == maxWarnings {
+			more := 0
+			for _, rest := range groups[i:] {
+				more += rest.lines
+			}
+			fmt.Fprintf(b, "warning: %d more causes (%d lines): --verbose prints every warning, and report.md lists them all\n", len(groups)-i, more)
+			break
+		}
+		label := g.label
+		if !g.same {
+			label = g.masked
+		}
+		if len(g.steps) == 0 {
+			fmt.Fprintf(b, "warning: %s\n", label)
+			continue
+		}
+		slices.Sort(g.steps)
+		slices.Sort(g.sessions)
+		fmt.Fprintf(b, "warning: %s: %s %s (%s sessions)\n", label, plural(len(g.steps), "step", "steps"), joinInts(g.steps), joinInts(g.sessions))
+	}
+}
+
+// warningCause is a warning's cause without its figures' explanation: the
+// part it names, if any ("errors: "), then its first clause, cut before a
+// parenthesis or a semicolon.
+func warningCause(w string) string {
+	prefix := ""
+	if head, rest, ok := strings.Cut(w, ": "); ok && head != "" && !strings.ContainsAny(head, " (") {
+		prefix, w = head+": ", rest
+	}
+	if head, _, ok := strings.Cut(w, ": "); ok {
+		w = head
+	}
+	for _, sep := range []string{" (", "; "} {
+		if head, _, ok := strings.Cut(w, sep); ok {
+			w = head
+		}
+	}
+	return prefix + w
+}
+
+// maskDigits replaces each run of digits (with its decimal point) by with.
+func maskDigits(s, with string) string {
+	var b strings.Builder
+	in := false
+	for _, r := range s {
+		if r >= '0' && r <= '9' || in && r == '.' {
+			if !in {
+				b.WriteString(with)
+			}
+			in = true
+			continue
+		}
+		in = false
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func joinInts(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = strconv.Itoa(n)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

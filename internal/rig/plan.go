@@ -10,6 +10,7 @@ import (
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/recipe"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/stats"
@@ -76,7 +77,8 @@ func stepLength(cfg config.Run, steps []PlanStep, repeats int, fixedMin, sweepMi
 		mostExt = math.Max(mostExt, maxS-math.Min(judged, maxS))
 	}
 	// the sweep never extends a step past its share of the window
-	room := math.Max(0, sweepBudget(cfg).Minutes()-sweepMin)
+	// (the fixed run's phases, mini evals included, are all it leaves)
+	room := math.Max(0, math.Min(sweepBudget(cfg).Minutes()-sweepMin, cfg.Sweep.GPUWindowMin-fixedMin))
 	expected := math.Min((errExt+mostExt)/60, room)
 	worst := math.Min(float64(len(steps)+repeats)*(maxS-sw.StepS)/60, room)
 	out.ExpectedMinutes, out.WorstMinutes = fixedMin+expected, fixedMin+worst
@@ -125,6 +127,33 @@ const (
 	rollbackMin  = 5.0
 )
 
+// evalCaseS is the planning allowance for one mini-eval case, in modelled
+// seconds: one request, as long as a typical agent turn's API time (the
+// figure meanTurnSeconds takes for a turn whose traces record none). Each
+// case is bounded by evals.timeout_s, which only stops a hang.
+const evalCaseS = 10.0
+
+// planEvals is the mini-eval phase's minutes and description, from the
+// configured suites' case counts (the cases run one at a time).
+func planEvals(cfg config.Run) (float64, string, error) {
+	suites, err := Suites(cfg.Evals)
+	if err != nil {
+		return 0, "", err
+	}
+	total := 0
+	var each []string
+	for _, s := range suites {
+		n := len(s.Cases(cfg.Workload.Seed))
+		total += n
+		each = append(each, fmt.Sprintf("%s %d", s.Name(), n))
+	}
+	if total == 0 {
+		return 0, "no eval suites configured", nil
+	}
+	return float64(total) * evalCaseS / 60, fmt.Sprintf("%d cases one at a time (%s), %.0fs allowed a case, each cut off at %.0fs",
+		total, strings.Join(each, ", "), evalCaseS, cfg.Evals.TimeoutS), nil
+}
+
 // sweepBudget is the sweep's share of the GPU window: the window less the
 // allowances for pre-flight, post-flight's drain and rollback. No step is
 // extended past it.
@@ -163,17 +192,21 @@ func MakePlan(cfg config.Run) (Plan, error) {
 		sweepMin += 2 * stepMin
 		what += ", then the 2 steps either side of the crossing again"
 	}
-	rollback := 0.0
-	if cfg.Recipe.Endpoint != config.SimEndpoint {
-		rollback = rollbackMin
+	rollback, rollbackWhat := 0.0, "deploy: none (the endpoint is already serving): nothing to roll back"
+	if cfg.Recipe.Deploy.Type != "" && cfg.Recipe.Deploy.Type != recipe.DeployNone {
+		rollback, rollbackWhat = rollbackMin, "deploy: "+cfg.Recipe.Deploy.Type+": put the previous recipe back"
+	}
+	evalMin, evalWhat, err := planEvals(cfg)
+	if err != nil {
+		return Plan{}, err
 	}
 	p.Phases = []PlanPhase{
 		{Name: PhasePreflight, Minutes: preflightMin, What: "endpoint, model, recipe live, every bar signal reported, engine idle, token calibration"},
-		{Name: PhaseEvals, Minutes: 0, What: "no eval suites configured"},
+		{Name: PhaseEvals, Minutes: evalMin, What: evalWhat},
 		{Name: PhaseSweep, Minutes: sweepMin, What: what},
 		{Name: PhaseCapacity, Minutes: 0, What: "computed from the judged steps"},
 		{Name: PhasePostflight, Minutes: sw.DrainS / 60, What: fmt.Sprintf("wait up to %.0fs for nothing running or waiting", sw.DrainS)},
-		{Name: PhaseRollback, Minutes: rollback, What: "deploy: none (the endpoint is already serving)"},
+		{Name: PhaseRollback, Minutes: rollback, What: rollbackWhat},
 	}
 	for _, ph := range p.Phases {
 		p.Minutes += ph.Minutes
@@ -293,8 +326,8 @@ func (p Plan) WriteText(w io.Writer) error {
 	if !p.Fits {
 		verdict = "DOES NOT FIT"
 	}
-	fmt.Fprintf(&b, "\nworst case: %.0f minutes x %d GPUs = %.0f GPU-minutes against a %.0f-minute window: %s", p.Minutes, p.GPUs, p.GPUMinutes, p.WindowMin, verdict)
-	if p.WallMinutes != p.Minutes {
+	fmt.Fprintf(&b, "\nworst case: %.0f minutes against the %.0f-minute GPU window: %s; %.0f minutes x %d GPUs = %.0f GPU-minutes", p.Minutes, p.WindowMin, verdict, p.Minutes, p.GPUs, p.GPUMinutes)
+	if p.WallMinutes > 0 && p.WallMinutes != p.Minutes {
 		fmt.Fprintf(&b, " (%.1f minutes of wall time on the scaled clock)", p.WallMinutes)
 	}
 	b.WriteString("\n")
