@@ -32,7 +32,6 @@ func warnedSummary() Summary {
 	return s
 }
 
-
 func warningLines(text string) []string {
 	var out []string
 	for _, l := range strings.Split(text, "\n") {
