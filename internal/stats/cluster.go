@@ -11,10 +11,11 @@ import (
 // BlockLength is the moving-block length the bootstrap uses for n
 // neighbouring, dependent units (windows) when it is not given one: n^(1/3)
 // rounded, the order that balances a block bootstrap's bias against its
-// variance (Hall, Horowitz and Jing 1995), and at least 2 once n >= 4, so
-// neighbouring windows always travel together; 1 below 4 units.
+// variance (Hall, Horowitz and Jing 1995), and at least 2 once n >= 8, so
+// neighbouring windows travel together once there are at least 4 blocks to
+// draw; 1 below 8 units, where blocks would leave too few to resample.
 func BlockLength(n int) int {
-	if n < 4 {
+	if n < 8 {
 		return 1
 	}
 	return max(2, int(math.Round(math.Cbrt(float64(n)))))
@@ -121,7 +122,10 @@ type Widening struct {
 // the last; block + cluster - plain estimates the whole without counting the
 // noise twice, as the product-weight (pigeonhole) bootstrap does (Owen 2007,
 // "The pigeonhole bootstrap"). The combination is done on each side's reach
-// from the center. Fewer than 2 windows or 2 clusters give OK=false. obs
+// from the center; the cluster and plain reaches are taken as the longer of
+// their two sides, since a run that drew no session from a tail cannot
+// resample one (with few sessions the percentile interval of a skewed
+// statistic falls short on the side the run did not draw). Fewer than 2 windows or 2 clusters give OK=false. obs
 // must be sorted by value when stat is a WeightedQuantile.
 func ClusterWidening(obs []Obs, windows, clusters int, stat Weighted, o BootstrapOptions) Widening {
 	r := Widening{Windows: windows, Clusters: clusters}
@@ -199,8 +203,9 @@ func ClusterWidening(obs []Obs, windows, clusters int, stat Weighted, o Bootstra
 	eb := Expansion(float64(windows)/float64(block), o.Confidence)
 	ec := Expansion(float64(clusters), o.Confidence)
 	r.BlockLo, r.BlockHi = c-eb*math.Max(0, c-bLo), c+eb*math.Max(0, bHi-c)
-	r.Lo = c - reach(eb*(c-bLo), ec*(c-cLo), c-pLo)
-	r.Hi = c + reach(eb*(bHi-c), ec*(cHi-c), pHi-c)
+	cl, pl := math.Max(c-cLo, cHi-c), math.Max(c-pLo, pHi-c)
+	r.Lo = c - reach(eb*(c-bLo), ec*cl, pl)
+	r.Hi = c + reach(eb*(bHi-c), ec*cl, pl)
 	r.OK = true
 	return r
 }

@@ -22,7 +22,8 @@ func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.
 	loads, summary := loadWindows(records, windows)
 	summary.InFlight, summary.InFlightByTier = step.Load.InFlight, step.Load.InFlightByTier
 	summary.InFlightPerSession = summary.InFlight / float64(step.Sessions)
-	step.Judged = verdict.Judge(p.Bar, windows, loads, p.Options)
+	reqs := requestsOf(records, windows)
+	step.Judged = verdict.JudgeWith(p.Bar, windows, loads, reqs, p.Options)
 	step.Judged.Warnings = append(step.Judged.Warnings, crossChecks(windows, summary)...)
 	if step.Killed != "" {
 		step.Judged = judgeKilled(step.Judged, step.KilledBy, step.Killed, "the kill switch ended this step early", "")
@@ -31,8 +32,34 @@ func JudgeStep(p Plan, step StepResult, samples []signal.Sample, records []load.
 	step.KVCacheMean = gaugeMean(windows, signal.KVCacheUsage)
 	q := queueOf(samples, from, to, p.KVFull)
 	step.KVCachePeak, step.KVFullWaitingS, step.WaitingIdleS = q.kvPeak, q.fullWaiting.Seconds(), q.idleWaiting.Seconds()
-	step.judgedWindows, step.judgedLoads = windows, loads
+	step.judgedWindows, step.judgedLoads, step.judgedRequests = windows, loads, reqs
 	return step
+}
+
+// requestsOf is what the client saw of each turn planned in the judged
+// windows, with its session, for the intervals to carry which sessions the
+// run drew. A record without a session id (records written before it was
+// kept) is its lane's play.
+func requestsOf(records []load.Record, windows []signal.Window) []verdict.Request {
+	out := make([]verdict.Request, 0, len(records))
+	for _, rec := range records {
+		k := windowOf(windows, rec.Send)
+		if k < 0 {
+			continue
+		}
+		r := verdict.Request{Window: k, Session: rec.Session, Failed: rec.Failed()}
+		if r.Session == "" {
+			r.Session = fmt.Sprintf("lane %d play %d", rec.Lane, rec.Play)
+		}
+		if !rec.Failed() && !rec.Pending {
+			r.TTFT = rec.TTFT()
+			if rec.OutputTokens >= 2 && rec.LastToken > rec.FirstToken && rec.FirstToken > 0 {
+				r.TPOT = (rec.LastToken - rec.FirstToken) / float64(rec.OutputTokens-1)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // queue is how the engine's queue and KV cache went over a judged time, from
@@ -116,7 +143,12 @@ func Pool(p Plan, first, again StepResult) StepResult {
 	}
 	ws := append(append([]signal.Window(nil), first.judgedWindows...), again.judgedWindows...)
 	ls := append(append([]verdict.LoadWindow(nil), first.judgedLoads...), again.judgedLoads...)
-	again.Judged = verdict.Judge(p.Bar, ws, ls, p.Options)
+	rs := append([]verdict.Request(nil), first.judgedRequests...)
+	for _, r := range again.judgedRequests {
+		r.Window += len(first.judgedWindows)
+		rs = append(rs, r)
+	}
+	again.Judged = verdict.JudgeWith(p.Bar, ws, ls, rs, p.Options)
 	again.Judged.Warnings = append(again.Judged.Warnings, fmt.Sprintf("judged on this run and step %d's together (%d windows: %d of step %d, %d of this run)",
 		first.Index+1, len(ws), len(first.judgedWindows), first.Index+1, len(again.judgedWindows)))
 	for _, run := range []struct {

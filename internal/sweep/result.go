@@ -43,8 +43,9 @@ type StepResult struct {
 	WaitingIdleS float64 `json:"waiting_idle_s,omitempty"`
 
 	// what the verdict was computed from, kept in memory to pool a repeat
-	judgedWindows []signal.Window
-	judgedLoads   []verdict.LoadWindow
+	judgedWindows  []signal.Window
+	judgedLoads    []verdict.LoadWindow
+	judgedRequests []verdict.Request
 }
 
 // Warmup is how the lanes' priming went by the time a step's judged time began.

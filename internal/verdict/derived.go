@@ -90,8 +90,14 @@ func (j judge) derivedP90() (r quantileResult, ok bool, why string) {
 		r.observations += w.tokens
 	}
 	lo, hi, ok := stats.Bootstrap(len(ws), func(idx []int) (float64, bool) { return weightedP90(ws, idx) }, j.o.bootstrap())
+	if ok && len(ws) >= 2 {
+		var sp Spread
+		lo, hi, sp, ok = j.spread(v, lo, hi, len(ws), j.widening(clientTPOT, stats.WeightedQuantile(0.9)), true)
+		r.spread = &sp
+	}
 	if !ok || len(ws) < 2 {
 		lo, hi = v, v
+		r.spread = nil
 		r.warnings = append(r.warnings, fmt.Sprintf("%s: too few windows with tokens to bootstrap; the interval is the value alone", signal.ITL))
 	}
 	r.lo, r.hi = math.Min(lo, v), math.Max(hi, v)

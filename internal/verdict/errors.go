@@ -113,8 +113,14 @@ func (j judge) errors(bar float64) Part {
 		}
 		return e / d, d > 0
 	}, j.o.bootstrap())
+	if ok {
+		var sp Spread
+		lo, hi, sp, ok = j.spread(rate, lo, hi, n, j.widening(clientFailed, stats.WeightedMean), false)
+		p.Spread = &sp
+	}
 	if !ok {
 		lo, hi = rate, rate
+		p.Spread = nil
 		p.Value.Warnings = append(p.Value.Warnings, "too few windows with planned turns to bootstrap: the interval is the binomial one only")
 	}
 	k, turns := int(math.Round(sumE)), int(math.Round(sumP))

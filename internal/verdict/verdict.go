@@ -88,6 +88,9 @@ type Part struct {
 	// latency: signal.DerivedTPOT); empty when it was measured directly.
 	Derived string   `json:"derived,omitempty"`
 	Missing []string `json:"missing,omitempty"`
+	// Spread says which sources of variance the interval carries (windows
+	// in blocks, sessions); nil when it is the bucket or binomial one alone.
+	Spread *Spread `json:"spread,omitempty"`
 }
 
 // DerivedSource is the interactivity part's source when its per-request
@@ -146,7 +149,7 @@ func (s Step) Part(name string) (Part, bool) {
 type Options struct {
 	Resamples       int     `json:"resamples"`         // bootstrap resamples
 	Seed            uint64  `json:"seed"`              // bootstrap seed, so a step re-judges the same
-	Block           int     `json:"block"`             // 1 resamples single windows; >1 moving blocks of this many
+	Block           int     `json:"block"`             // 0 moving blocks of stats.BlockLength(windows); 1 single windows; >1 moving blocks of this many
 	Confidence      float64 `json:"confidence"`        // of every interval
 	MinSentFraction float64 `json:"min_sent_fraction"` // latency is no_data below this share of planned turns sent; 0 means 0.95
 	// ClientErrors, when the server reports no HTTP status counters (SGLang
@@ -155,10 +158,11 @@ type Options struct {
 	ClientErrors bool `json:"client_errors,omitempty"`
 }
 
-// DefaultOptions are 2000 resamples of single windows at 95% confidence, and
-// latency judged only when at least 95% of the planned turns went out.
+// DefaultOptions are 2000 resamples of windows in moving blocks of
+// stats.BlockLength at 95% confidence, and latency judged only when at
+// least 95% of the planned turns went out.
 func DefaultOptions() Options {
-	return Options{Resamples: 2000, Seed: 1, Block: 1, Confidence: 0.95, MinSentFraction: 0.95}
+	return Options{Resamples: 2000, Seed: 1, Block: 0, Confidence: 0.95, MinSentFraction: 0.95}
 }
 
 func (o Options) bootstrap() stats.BootstrapOptions {
@@ -168,9 +172,8 @@ func (o Options) bootstrap() stats.BootstrapOptions {
 // fewWindows is the count below which a bootstrap over windows says little.
 const fewWindows = 5
 
-// Judge gives the step's verdict from its signal windows and the load the
-// generator planned in the same windows.
-func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step {
+// judgeStep is Judge and JudgeWith.
+func judgeStep(bar Bar, windows []signal.Window, load []LoadWindow, reqs []Request, o Options) Step {
 	if o.Confidence <= 0 || o.Confidence >= 1 {
 		o.Confidence = 0.95
 	}
@@ -201,7 +204,7 @@ func Judge(bar Bar, windows []signal.Window, load []LoadWindow, o Options) Step 
 	if lowLoad {
 		st.Warnings = append(st.Warnings, fmt.Sprintf("only %.1f%% of the planned turns went out (%d of %d), below %.0f%%: latency is no data", 100*st.SentFraction, sent, planned, 100*o.MinSentFraction))
 	}
-	j := judge{windows: windows, load: load, o: o}
+	j := judge{windows: windows, load: load, reqs: reqs, o: o}
 	st.Parts = []Part{j.ttft(bar.TTFTP90, lowLoad), j.interactivity(bar.InteractivityP90, lowLoad), j.errors(bar.ErrorRate)}
 	// A stalled engine reports nothing: requests that never start or get a
 	// token add no latency observation, so the windows before the stall
@@ -279,6 +282,7 @@ func stalled(w signal.Window) bool {
 type judge struct {
 	windows []signal.Window
 	load    []LoadWindow
+	reqs    []Request
 	o       Options
 }
 
@@ -308,11 +312,13 @@ type quantileResult struct {
 	absent, n    int
 	observations float64
 	warnings     []string
+	spread       *Spread
 }
 
 // p90 measures a histogram signal over the step; ok is false when there is
-// nothing to measure, and why says what.
-func (j judge) p90(name string) (r quantileResult, ok bool, why string) {
+// nothing to measure, and why says what. q is the client's figure of the
+// same quantity, whose records say how much the sessions the run drew add.
+func (j judge) p90(name string, q clientQuantity) (r quantileResult, ok bool, why string) {
 	hs, absent := j.histograms(name)
 	r.absent, r.n = absent, len(j.windows)
 	if len(hs) == 0 {
@@ -329,9 +335,15 @@ func (j judge) p90(name string) (r quantileResult, ok bool, why string) {
 	}
 	r.v, r.bucket = v, [2]float64{blo, bhi}
 	lo, hi, ok, err := stats.BootstrapQuantile(hs, 0.9, j.o.bootstrap())
+	if ok && err == nil {
+		var sp Spread
+		lo, hi, sp, ok = j.spread(v, lo, hi, len(hs), j.widening(q, stats.WeightedQuantile(0.9)), true)
+		r.spread = &sp
+	}
 	if err != nil || !ok {
 		// Too thin to resample: the interval is the bucket alone.
 		lo, hi = v, v
+		r.spread = nil
 		r.warnings = append(r.warnings, fmt.Sprintf("%s: too few windows with observations to bootstrap; interval is the bucket only", name))
 	}
 	r.lo, r.hi = math.Min(lo, blo), math.Max(hi, bhi)
@@ -354,7 +366,7 @@ func capPartial(v Verdict, absent int) Verdict {
 func (j judge) ttft(bar float64, lowLoad bool) Part {
 	p := Part{Name: PartTTFT, Bar: bar, Source: signal.TTFT, Verdict: NoData}
 	p.Value.Confidence = j.o.Confidence
-	r, ok, why := j.p90(signal.TTFT)
+	r, ok, why := j.p90(signal.TTFT, clientTTFT)
 	if !ok {
 		p.Missing = []string{signal.TTFT}
 		p.Value.Warnings = append(p.Value.Warnings, why)
@@ -363,6 +375,7 @@ func (j judge) ttft(bar float64, lowLoad bool) Part {
 	p.Value.Center, p.Value.Lo, p.Value.Hi = r.v, r.lo, r.hi
 	p.Value.Warnings = append(p.Value.Warnings, r.warnings...)
 	p.Bucket = r.bucket
+	p.Spread = r.spread
 	p.Margin = bar - r.v
 	switch {
 	case r.hi <= bar:
@@ -385,7 +398,7 @@ func (j judge) ttft(bar float64, lowLoad bool) Part {
 func (j judge) interactivity(bar float64, lowLoad bool) Part {
 	p := Part{Name: PartInteractivity, Bar: bar, Source: signal.TPOT, Verdict: NoData}
 	p.Value.Confidence = j.o.Confidence
-	r, ok, why := j.p90(signal.TPOT)
+	r, ok, why := j.p90(signal.TPOT, clientTPOT)
 	if !ok {
 		// The same per-request quantity, derived: a per-token P90 would
 		// leave out the pauses a stream spends waiting (SGLang's prefill
@@ -405,6 +418,7 @@ func (j judge) interactivity(bar float64, lowLoad bool) Part {
 	p.Value.Center, p.Value.Lo, p.Value.Hi = inv(r.v), inv(r.hi), inv(r.lo)
 	p.Value.Warnings = append(p.Value.Warnings, r.warnings...)
 	p.Bucket = [2]float64{inv(r.bucket[1]), inv(r.bucket[0])}
+	p.Spread = r.spread
 	p.Margin = p.Value.Center - bar
 	switch {
 	case p.Value.Lo >= bar:
