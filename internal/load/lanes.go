@@ -34,6 +34,11 @@ type Options struct {
 	// Tiers holds the sessions of each tier; Mix gives each tier's share of lanes.
 	Tiers map[string][]Session
 	Mix   []TierShare
+	// Fresh, if set, gives the sessions of each tier that lanes started
+	// after Reseed(epoch) replay (a corpus synthesised from a fresh seed, so
+	// a repeated step draws fresh sessions, not only fresh plays of the same
+	// ones); it is called once per epoch. A tier it leaves empty keeps Tiers'.
+	Fresh func(epoch int) map[string][]Session
 	// Prompts builds each turn's text from its hash ids. A turn's own
 	// BlockSize (its trace's block_size), when set, replaces Prompts.BlockSize.
 	Prompts prompt.Builder
@@ -87,6 +92,9 @@ type Generator struct {
 	priming Priming
 
 	ghosts ghosts // unsent turns of failed conversations, not yet due
+
+	freshMu sync.Mutex
+	fresh   map[int64]map[string][]Session // Options.Fresh by epoch
 }
 
 // laneHistory is what every start of one lane id did so far: a lane started
@@ -217,8 +225,9 @@ func NewGenerator(o Options) *Generator {
 func (g *Generator) SetTag(t Tag) { g.retag(t) }
 
 // Reseed makes the lanes started from now on draw fresh plays: start points
-// from a new seed (mixed with epoch), as a repeated step must not replay the
-// traffic whose windows it pools with. Every lane start already gets new
+// from a new seed (mixed with epoch), and sessions from Options.Fresh when it
+// is set, as a repeated step must not replay the traffic whose windows it
+// pools with. Every lane start already gets new
 // cache markers, and a lane id started again goes on with the next sessions
 // of its order; Reseed(0) on a new generator changes nothing.
 func (g *Generator) Reseed(epoch int) { g.epoch.Store(int64(epoch)) }
@@ -319,6 +328,11 @@ func tierOf(i int, mix []TierShare) string {
 func (g *Generator) run(l *lane) {
 	defer l.cancel()
 	sessions := g.o.Tiers[l.tier]
+	if l.epoch != 0 && g.o.Fresh != nil {
+		if fresh := g.corpus(l.epoch)[l.tier]; len(fresh) > 0 {
+			sessions = fresh
+		}
+	}
 	if len(sessions) == 0 {
 		return
 	}
@@ -339,6 +353,21 @@ func (g *Generator) run(l *lane) {
 		s := sessions[order[play%len(order)]]
 		g.play(l, s, planOf(s), play, first, rng)
 	}
+}
+
+// corpus returns Options.Fresh's sessions for epoch, made once.
+func (g *Generator) corpus(epoch int64) map[string][]Session {
+	g.freshMu.Lock()
+	defer g.freshMu.Unlock()
+	if c, ok := g.fresh[epoch]; ok {
+		return c
+	}
+	if g.fresh == nil {
+		g.fresh = map[int64]map[string][]Session{}
+	}
+	c := g.o.Fresh(int(epoch))
+	g.fresh[epoch] = c
+	return c
 }
 
 // claimPlay returns the number of lane id's next play.

@@ -468,7 +468,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		tel.RequestDone(rec.Error)
 	})
 	gen := load.NewGenerator(load.Options{
-		Client: client, Clock: clock, Tiers: sessions,
+		Client: client, Clock: clock, Tiers: sessions, Fresh: FreshSessions(cfg.Workload),
 		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
 		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord, Memo: prompt.NewMemo(prompt.MemoBytes)},
 		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),

@@ -67,6 +67,33 @@ func Mapping(rc config.Recipe) (signal.Mapping, error) {
 	return m, nil
 }
 
+// FreshSessions returns, for synthesised traces, the sessions a repeat's
+// lanes replay after load.Generator.Reseed(epoch): the same synthesiser
+// with a fresh seed, so a repeat draws fresh sessions, not only fresh plays
+// of the corpus the first run drew from (issue 21.2). For a trace file it
+// returns nil: the lanes go on with the next sessions of their order.
+func FreshSessions(w config.Workload) func(epoch int) map[string][]load.Session {
+	if w.Traces != "synth" {
+		return nil
+	}
+	return func(epoch int) map[string][]load.Session {
+		f := w
+		f.Seed = w.Seed ^ (uint64(epoch) * 0x9e3779b97f4a7c15)
+		s, err := BuildSessions(f)
+		if err != nil {
+			return nil // the first corpus was built from the same settings
+		}
+		// the synthesiser numbers its sessions alike whatever the seed:
+		// mark them, so records (and the intervals' sessions) tell them apart
+		for _, tier := range s {
+			for i := range tier {
+				tier[i].ID = fmt.Sprintf("%s.r%d", tier[i].ID, epoch)
+			}
+		}
+		return s
+	}
+}
+
 // BuildSessions loads or synthesises traces and splits them into tiers.
 func BuildSessions(w config.Workload) (map[string][]load.Session, error) {
 	var traces []trace.Trace
