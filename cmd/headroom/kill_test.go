@@ -18,7 +18,6 @@ import (
 	"github.com/headroom-bench/headroom/internal/load"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/sweep"
-	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 // TestKillAndResumeCountsNothingTwice kills a real headroom process with
@@ -40,15 +39,16 @@ func TestKillAndResumeCountsNothingTwice(t *testing.T) {
 	f := processRunFile(t, dir)
 	unkilled := runSummary(t, "simulate", "-f", f, "--output", filepath.Join(dir, "a"), "--json")
 
-	// the same file on its wall clock, killed 90 modelled seconds into
-	// step 2's judged time
+	// the same file on its wall clock, killed 30 modelled seconds into
+	// step 2's judged time (150 modelled seconds of the step left: 3.75 s
+	// of wall time at x40 for a loaded host to be late by)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "HEADROOM_TEST_MAIN=1", "HEADROOM_TEST_ARGS=run -f "+f+" --output "+filepath.Join(dir, "b"))
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.AfterFunc(120*time.Second, func() { cmd.Process.Kill() })
+	deadline := time.AfterFunc(processDeadline, func() { cmd.Process.Kill() }) // only bounds a hang
 	defer deadline.Stop()
 	sc := bufio.NewScanner(stderr)
 	var log strings.Builder
@@ -56,7 +56,7 @@ func TestKillAndResumeCountsNothingTwice(t *testing.T) {
 	for sc.Scan() {
 		log.WriteString(sc.Text() + "\n")
 		if !killed && strings.Contains(sc.Text(), "step 2: 4 sessions, warm-up") {
-			time.Sleep(modelledWall(150 * time.Second)) // 60 s of warm-up and 90 s of judged time
+			time.Sleep(modelledWall(90 * time.Second)) // 60 s of warm-up and 30 s of judged time
 			cmd.Process.Signal(syscall.SIGKILL)
 			killed = true
 		}
@@ -126,22 +126,14 @@ func TestKillAndResumeCountsNothingTwice(t *testing.T) {
 	sameJSON(t, "capacity re-judged", resumed.Capacity, judged.Capacity)
 	sameJSON(t, "target re-judged", resumed.Target, judged.Target)
 
-	// against the run never killed: the same ladder, verdicts that differ
-	// only within their intervals
+	// against the run never killed (on the virtual clock): the same
+	// ladder. Its latencies and verdicts are not compared: the killed run's
+	// are measured on the wall clock, and read how busy the host was.
 	for i := 0; i < min(len(unkilled.Steps), len(resumed.Steps)); i++ {
 		a, b := unkilled.Steps[i], resumed.Steps[i]
 		t.Logf("step %d, %d sessions: unkilled %d turns %s, killed and resumed %d turns %s", i+1, a.Sessions, a.Load.Planned, a.Verdict, b.Load.Planned, b.Verdict)
 		if a.Sessions != b.Sessions {
 			t.Errorf("step %d: %d sessions unkilled, %d resumed", i+1, a.Sessions, b.Sessions)
-			continue
-		}
-		for _, pa := range a.Parts {
-			for _, pb := range b.Parts {
-				if pa.Name == pb.Name && pa.Verdict != pb.Verdict && pa.Verdict != verdict.NoData && pb.Verdict != verdict.NoData &&
-					(pa.Value.Hi < pb.Value.Lo || pb.Value.Hi < pa.Value.Lo) {
-					t.Errorf("step %d %s: %s (%g-%g) unkilled, %s (%g-%g) resumed: the intervals do not meet", i+1, pa.Name, pa.Verdict, pa.Value.Lo, pa.Value.Hi, pb.Verdict, pb.Value.Lo, pb.Value.Hi)
-				}
-			}
 		}
 	}
 }
