@@ -142,3 +142,28 @@ func TestJudgeWithoutRecordsCarriesWindowsOnly(t *testing.T) {
 		t.Errorf("one session: spread %+v, value %v; want no sessions and the windows' interval %v", q.Spread, q.Value, p.Value)
 	}
 }
+
+// TestIntervalNeverPassesTheLargestFiniteBucket: expanded for few windows,
+// the reach of a P90 interval can run past every finite bucket bound, where
+// no quantile of the histogram can lie (past the last finite bound the +Inf
+// bucket reads as that bound); the interval stops there, unless the P90 is
+// in the +Inf bucket itself.
+func TestIntervalNeverPassesTheLargestFiniteBucket(t *testing.T) {
+	counts := [][]float64{
+		{0, 0, 100},                      // (1, 2]
+		{0, 0, 0, 0, 0, 0, 0, 0, 100},    // (8, 10]
+		{0, 0, 0, 0, 0, 0, 0, 0, 80, 20}, // (8, 10] and +Inf
+	}
+	var ws []signal.Window
+	for i, c := range counts {
+		ws = append(ws, signal.Window{
+			Start: time.Duration(i) * 15 * time.Second, End: time.Duration(i+1) * 15 * time.Second,
+			Hist:    map[string]stats.Histogram{signal.TTFT: hist(ttftBounds, c), signal.TPOT: hist(tpotBounds, fastTPOT)},
+			Counter: map[string]float64{signal.HTTP4xx: 0, signal.HTTP5xx: 0, signal.RequestsAborted: 0},
+		})
+	}
+	p, _ := Judge(bar, ws, load(3, 100, 100), DefaultOptions()).Part(PartTTFT)
+	if p.Bucket[1] > 10 || p.Value.Hi > 10 || p.Value.Hi < p.Bucket[1] {
+		t.Errorf("P90 %v in bucket %v: the interval's top must be the last finite bound, 10 s", p.Value, p.Bucket)
+	}
+}

@@ -346,6 +346,12 @@ func (j judge) p90(name string, q clientQuantity) (r quantileResult, ok bool, wh
 		r.spread = nil
 		r.warnings = append(r.warnings, fmt.Sprintf("%s: too few windows with observations to bootstrap; interval is the bucket only", name))
 	}
+	// a quantile interpolated from these buckets never passes the largest
+	// finite bound (past it, the +Inf bucket reads as that bound), so
+	// neither does its interval unless the quantile's bucket is +Inf's
+	if top := lastFinite(pooled.Upper); hi > top {
+		hi = top
+	}
 	r.lo, r.hi = math.Min(lo, blo), math.Max(hi, bhi)
 	r.loOpen = lo >= blo
 	if absent > 0 {
@@ -441,4 +447,14 @@ func (j judge) interactivity(bar float64, lowLoad bool) Part {
 		p.Verdict = NoData
 	}
 	return p
+}
+
+// lastFinite is the largest finite bucket bound (+Inf when there is none).
+func lastFinite(upper []float64) float64 {
+	for i := len(upper) - 1; i >= 0; i-- {
+		if !math.IsInf(upper[i], 1) {
+			return upper[i]
+		}
+	}
+	return math.Inf(1)
 }
