@@ -22,9 +22,10 @@ import (
 //
 // The scrape after t exists only once Prometheus has made it, so reading
 // an instant that has just passed waits for it: at most twice the target's
-// scrape interval (from the spacing of its up series) and a second. A
-// target with no scrape after t by then reads its last one before t; a
-// target whose last scrape is older than that has gone and is left out.
+// scrape interval (from the spacing of its up series) and two seconds. A
+// target with no scrape after t by then reads its last one before t; one
+// whose last scrape is older than that, while other targets were scraped
+// after t, has gone and is left out.
 
 // lookback is how far back a scrape before an instant is looked for while a
 // target's scrape interval is not known: Prometheus' default lookback.
@@ -55,41 +56,48 @@ func (s scrapes) interval() time.Duration {
 	return d[len(d)/2]
 }
 
-// staleAfter is how long after its last scrape a target still counts as
-// scraped: twice its interval and a second, or lookback while not known.
-func (s scrapes) staleAfter() time.Duration {
-	if iv := s.interval(); iv > 0 {
-		return 2*iv + time.Second
-	}
-	return lookback
+// waitFor is how long after an instant a target's next scrape is waited
+// for: twice its interval and two seconds.
+func (s scrapes) waitFor() time.Duration { return 2*s.interval() + 2*time.Second }
+
+// after reports whether the target was scraped after t.
+func (s scrapes) after(t time.Time) bool {
+	return len(s.at) > 0 && s.at[len(s.at)-1] > model.TimeFromUnixNano(t.UnixNano())
 }
 
 // nearest returns the index of the scrape nearest t, -1 when the target had
-// none near t; after says whether a scrape after t was found.
-func (s scrapes) nearest(t time.Time) (i int, after bool) {
+// none near t. others says whether another target was scraped after t: a
+// target that was not, while others were, is taken as gone once its last
+// scrape is waitFor old; while none was (Prometheus itself behind), its
+// last scrape holds for lookback, as an instant query's would.
+func (s scrapes) nearest(t time.Time, others bool) int {
 	mt := model.TimeFromUnixNano(t.UnixNano())
 	k, _ := slices.BinarySearch(s.at, mt+1) // first scrape after t
 	before, next := k-1, k
 	if next == len(s.at) {
 		next = -1
 	}
-	if before >= 0 && t.Sub(s.at[before].Time()) > s.staleAfter() {
+	stale := lookback
+	if others && s.interval() > 0 {
+		stale = s.waitFor()
+	}
+	if before >= 0 && next < 0 && t.Sub(s.at[before].Time()) > stale {
 		before = -1
 	}
 	switch {
 	case next < 0:
-		return before, false
+		return before
 	case before < 0:
 		// the target's first scrape came after t: a scraper at t would not
 		// have read it yet unless that scrape is the nearer half
 		if iv := s.interval(); iv > 0 && s.at[next].Time().Sub(t) <= iv/2 {
-			return next, true
+			return next
 		}
-		return -1, true
+		return -1
 	case s.at[next].Time().Sub(t) < t.Sub(s.at[before].Time()):
-		return next, true
+		return next
 	}
-	return before, true
+	return before
 }
 
 // upSelector is the selector of the up series under p's selector.
@@ -206,7 +214,7 @@ func (p *Prometheus) awaitScrapes(ctx context.Context, first, last time.Time) (m
 			if n == 0 || iv == 0 || s.at[n-1].Time().After(last) {
 				continue // scraped after last, or no interval to wait by
 			}
-			if now.Sub(last) > 2*iv+time.Second || last.Sub(s.at[n-1].Time()) > s.staleAfter() {
+			if now.Sub(last) > s.waitFor() || last.Sub(s.at[n-1].Time()) > lookback {
 				continue // waited long enough, or gone
 			}
 			next := s.at[n-1].Time().Add(iv + 20*time.Millisecond)
@@ -242,8 +250,15 @@ func (p *Prometheus) nearestPoints(ctx context.Context, instants []time.Time) ([
 	var lo, hi model.Time
 	for i, t := range instants {
 		chosen[i] = map[targetKey]model.Time{}
+		scrapedAfter := 0
+		for _, s := range ts {
+			if s.after(t) {
+				scrapedAfter++
+			}
+		}
 		for k, s := range ts {
-			j, _ := s.nearest(t)
+			others := scrapedAfter > 1 || (scrapedAfter == 1 && !s.after(t))
+			j := s.nearest(t, others)
 			if j < 0 {
 				continue
 			}
