@@ -53,9 +53,15 @@ cost per session-hour and per million tokens.
 Phases, in order: pre-flight, mini evals, sweep, capacity, post-flight,
 rollback. A failed phase ends the run with its reason.
 
-Without -f it runs the built-in default: the simulated gateway in-process on a
-loopback port, a synthesised half-heavy, half-light AgentX-like mix and the
-reference report's bar, on a clock 100 times faster than modelled time.
+Without -f and --endpoint it runs the built-in default: the simulated gateway,
+a synthesised half-heavy, half-light AgentX-like mix and the reference
+report's bar, on the virtual clock (seconds, the same numbers however busy
+the host is); --time-scale 100 rehearses it over real HTTP on a loopback
+port, on a wall clock 100 times faster than modelled time. A run without a
+run file whose plan does not fit its GPU window has its steps cut, whole
+windows at a time, until it does (a note says so; --step sets the length).
+With --endpoint and no -f the recipe is named after the endpoint's host and
+port, and states GPUs and a price only from --gpus and --usd-per-gpu-hour.
 
 ` + runFileFlagsHelp + `
 
