@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -105,4 +106,52 @@ func TestPostFlightWithNaNGaugesIsNotIdle(t *testing.T) {
 			t.Errorf("post-flight %+v: want a check that could not be made, naming NaN", res.PostFlight)
 		}
 	})
+}
+
+// Metrics that go during a repeat: the repeat reads no data on its own
+// (never pooled with the first run's good data) and the stop reason says
+// why, not that the steps were repeated.
+func TestMetricsVanishDuringARepeat(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 1.2 s per session: 2 and 4 pass, 6 is too close, 8 fails: the steps
+		// either side of the crossing repeat
+		r, _, eng := newRunnerEngine(t, []int{2, 4, 6, 8}, 1.2)
+		r.Plan.Repeat = true
+		var at atomic.Int64 // when the metrics go; 0: not yet known
+		r.OnStep = func(s StepResult) error {
+			if s.Sessions == 8 && s.RepeatOf < 0 {
+				at.Store(int64(time.Duration(s.End*float64(time.Second)) + 2*time.Minute)) // into the first repeat
+			}
+			return nil
+		}
+		r.Source = sourceFunc(func(ctx context.Context, t time.Duration) (signal.Sample, error) {
+			v := &vanishing{fakeEngine: eng, from: 1 << 62}
+			if a := at.Load(); a > 0 {
+				v.from = time.Duration(a)
+			}
+			return v.Scrape(ctx, t)
+		})
+		res, err := r.Run(context.Background())
+		for _, s := range res.Steps {
+			t.Logf("step %d: %d sessions, repeat of %d, %s, %.0f-%.0f s", s.Index+1, s.Sessions, s.RepeatOf, s.Judged.Verdict, s.MeasureStart, s.End)
+		}
+		var gone *MetricsGone
+		if !errors.As(err, &gone) {
+			t.Fatalf("sweep returned %v, want the metrics gone", err)
+		}
+		last := res.Steps[len(res.Steps)-1]
+		t.Logf("%d steps; last %d sessions, repeat of %d, %s; stop %q", len(res.Steps), last.Sessions, last.RepeatOf, last.Judged.Verdict, res.StopReason)
+		if last.RepeatOf < 0 || last.Judged.Verdict != verdict.NoData {
+			t.Errorf("last step %+v: want a repeat that reads no data", last.Judged.Verdict)
+		}
+		if strings.Contains(res.StopReason, "were repeated") {
+			t.Errorf("stop reason %q says the steps were repeated", res.StopReason)
+		}
+	})
+}
+
+type sourceFunc func(ctx context.Context, at time.Duration) (signal.Sample, error)
+
+func (f sourceFunc) Scrape(ctx context.Context, at time.Duration) (signal.Sample, error) {
+	return f(ctx, at)
 }

@@ -252,14 +252,18 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		// the steps either side of the crossing run again; each verdict then
 		// rests on both runs
+		repeated := true
 		for k, n := range []int{lo, hi} {
 			first := lastAt(res.Steps, n)
 			r.reserve = time.Duration(1-k) * (p.Warmup + p.Step)
 			if _, ok := run(n, first); !ok {
+				repeated = false // the stop reason says why
 				break
 			}
 		}
-		res.StopReason += "; the steps either side were repeated"
+		if repeated {
+			res.StopReason += "; the steps either side were repeated"
+		}
 	}
 	res.Capacity = CapacityOf(Points(res.Steps))
 	res.PostFlight = r.postFlight(ctx)
