@@ -28,11 +28,14 @@ func lookEvery(p Plan) time.Duration {
 
 // decidable names the too-close parts of a provisional judgement when every
 // one of them could still clear the bar if the step ran until limit, having
-// run elapsed so far; "" when extending would not decide the step (every
-// part is decided, one failed, or some too-close part cannot be decided by
-// limit, so the step reads too close however long it runs).
+// run elapsed so far; "" when extending would not decide the step (no part
+// is too close, one failed, or some too-close part cannot be decided by
+// limit, so the step reads too close however long it runs). A part with no
+// data yet does not stop the step from going on.
 func decidable(st verdict.Step, planned int, elapsed, limit time.Duration, confidence float64) string {
-	if st.Verdict != verdict.TooClose || elapsed <= 0 || limit <= elapsed {
+	// the step's verdict may read no data so far (a part with too little
+	// yet): what counts is whether its too-close parts can be decided
+	if st.Verdict == verdict.Pass || st.Verdict == verdict.Fail || elapsed <= 0 || limit <= elapsed {
 		return ""
 	}
 	grow := float64(limit) / float64(elapsed)

@@ -168,3 +168,30 @@ func TestProjectedClear(t *testing.T) {
 		t.Error("an interval with no upper end projected clear")
 	}
 }
+
+// TestDecidableLooksPastNoData: a provisional judgement that reads no data
+// on one part (a latency part short of data at the look) and too close on
+// errors that more turns would clear goes on; a failed part or a too-close
+// part that cannot clear stops it. Before, any verdict but too close ended
+// the step (against llm-d-inference-sim at 24 sessions: TTFT no data at the
+// look, errors 0 in 133 turns, not extended, too close).
+func TestDecidableLooksPastNoData(t *testing.T) {
+	errs := verdict.Part{Name: verdict.PartErrors, Verdict: verdict.TooClose, Bar: 0.02, Value: stats.Summary{Center: 0, Lo: 0, Hi: 0.028}}
+	noData := verdict.Part{Name: verdict.PartTTFT, Verdict: verdict.NoData, Bar: 5.3, Value: stats.Summary{Center: 0.47, Lo: 0.25, Hi: 0.5}}
+	step := func(v verdict.Verdict, parts ...verdict.Part) verdict.Step {
+		return verdict.Step{Verdict: v, Parts: parts}
+	}
+	if got := decidable(step(verdict.NoData, noData, errs), 133, time.Minute, 3*time.Minute, 0.95); got != "errors" {
+		t.Errorf("no data on ttft, errors 0 in 133 turns with 3x to go: %q, want errors", got)
+	}
+	failed := verdict.Part{Name: verdict.PartInteractivity, Verdict: verdict.Fail, Bar: 10, Value: stats.Summary{Center: 5, Lo: 4, Hi: 6}}
+	if got := decidable(step(verdict.Fail, failed, errs), 133, time.Minute, 3*time.Minute, 0.95); got != "" {
+		t.Errorf("a failed step extended for %q", got)
+	}
+	if got := decidable(step(verdict.NoData, noData, errs), 133, time.Minute, time.Minute+10*time.Second, 0.95); got != "" {
+		t.Errorf("0 errors in 155 turns cannot clear 2%%, yet extended for %q", got)
+	}
+	if got := decidable(step(verdict.NoData, noData), 133, time.Minute, 3*time.Minute, 0.95); got != "" {
+		t.Errorf("no part too close, yet extended for %q", got)
+	}
+}
