@@ -8,33 +8,35 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/memnet"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/stats"
+	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 // timedStream is what a client saw of one streamed answer, with times.
 type timedStream struct {
-	chunks      atomic.Int64 // content chunks received so far
-	first, last time.Time    // wall times of the first and last content chunk
-	tokens      int          // completion tokens, from the final usage chunk
+	chunks      atomic.Int64  // content chunks received so far
+	first, last time.Duration // clock times of the first and last content chunk
+	tokens      int           // completion tokens, from the final usage chunk
 	err         error
 }
 
-// read sends a streaming chat request and reads the answer, counting chunks.
-func (s *timedStream) read(ctx context.Context, url, prompt string, maxTokens int) {
+// read sends a streaming chat request through client and reads the answer,
+// counting chunks and stamping them on clock.
+func (s *timedStream) read(ctx context.Context, clock *timescale.Clock, client *http.Client, url, prompt string, maxTokens int) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(chatJSON("tiny-model", prompt, maxTokens, true)))
 	if err != nil {
 		s.err = err
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		s.err = err
 		return
@@ -69,8 +71,8 @@ func (s *timedStream) read(ctx context.Context, url, prompt string, maxTokens in
 			s.tokens = c.Usage.CompletionTokens
 		}
 		if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
-			now := time.Now()
-			if s.first.IsZero() {
+			now := clock.Now()
+			if s.chunks.Load() == 0 {
 				s.first = now
 			}
 			s.last = now
@@ -92,7 +94,6 @@ func (s *timedStream) read(ctx context.Context, url, prompt string, maxTokens in
 // was derived per request, this step passed on the per-token P90.
 func TestSGLangInteractivityPerRequest(t *testing.T) {
 	const (
-		scale     = min(20, fastScale) // slower under the race detector
 		streams   = 4
 		answer    = 700  // tokens per stream
 		prompt    = 1900 // words (tokens) per long prompt: 8 prefill chunks
@@ -104,56 +105,90 @@ func TestSGLangInteractivityPerRequest(t *testing.T) {
 	p.DecodeSecondsPerKVToken = 0 // every decode step 9 ms, whatever the context
 	p.DecodeBaseSeconds = 0.009
 	p.PrefillTokensPerSecond = 2500 // a long prompt stops the decodes for 0.84 s
-	_, url := startPersonality(t, "sglang", p, scale)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-
-	var wg sync.WaitGroup
-	ss := make([]*timedStream, streams)
-	for i := range ss {
-		ss[i] = &timedStream{}
-		wg.Go(func() { ss[i].read(ctx, url, words(fmt.Sprintf("s%d-", i), 0, 50), answer) })
+	// on the virtual clock: the streams' speeds and the windows are the
+	// model's, whatever the host's load
+	clock := timescale.NewVirtual()
+	net := memnet.New(clock)
+	s, err := New(Options{Profile: p, Clock: clock, Net: net, Seed: 3, Personality: "sglang"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	waitFor(t, "every stream decoding", func() bool {
-		for _, s := range ss {
-			if s.chunks.Load() == 0 {
+	client := net.Client()
+	ss := make([]*timedStream, streams)
+	var samples []signal.Sample
+	prompts := 0
+	ctx := context.Background()
+	// poll waits on the clock, a modelled millisecond at a time, until cond
+	poll := func(cond func() bool) bool {
+		for k := 0; !cond(); k++ {
+			if k > 600_000 { // 10 modelled minutes
+				return false
+			}
+			if clock.Sleep(ctx, time.Millisecond) != nil {
 				return false
 			}
 		}
 		return true
-	})
-
-	m := signal.SGLang()
-	var samples []signal.Sample
-	scrapeAt := func(i int) {
-		sc := &signal.Scraper{Targets: []string{url + "/metrics"}, Mapping: m}
-		smp, err := sc.Scrape(ctx, time.Duration(i)*time.Second)
-		if err != nil || len(smp.Errors) > 0 {
-			t.Fatalf("scrape: %v %v", err, smp.Errors)
-		}
-		samples = append(samples, smp)
 	}
-	scrapeAt(0)
-	prompts := 0
-	for ss[0].chunks.Load() < answer-3*perPrompt {
-		have := ss[0].chunks.Load()
-		for ss[0].chunks.Load() < have+perPrompt {
-			if ctx.Err() != nil {
-				t.Fatal("streams stopped before the long prompts were sent")
+	clock.Run(func() {
+		defer s.Close()
+		url, err := s.Start("")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		g := clock.NewGroup()
+		for i := range ss {
+			ss[i] = &timedStream{}
+			g.Go(func() { ss[i].read(ctx, clock, client, url, words(fmt.Sprintf("s%d-", i), 0, 50), answer) })
+		}
+		if !poll(func() bool {
+			for _, s := range ss {
+				if s.chunks.Load() == 0 {
+					return false
+				}
 			}
-			time.Sleep(200 * time.Microsecond)
+			return true
+		}) {
+			t.Error("the streams never all decoded")
+			return
 		}
-		var long timedStream
-		long.read(ctx, url, words(fmt.Sprintf("long%d-", prompts), 0, prompt), 1)
-		if long.err != nil {
-			t.Fatalf("long prompt %d: %v", prompts, long.err)
+		m := signal.SGLang()
+		scrapeAt := func(i int) bool {
+			sc := &signal.Scraper{Targets: []string{url + "/metrics"}, Mapping: m, Client: client, Sequential: true}
+			smp, err := sc.Scrape(ctx, time.Duration(i)*time.Second)
+			if err != nil || len(smp.Errors) > 0 {
+				t.Errorf("scrape: %v %v", err, smp.Errors)
+				return false
+			}
+			samples = append(samples, smp)
+			return true
 		}
-		prompts++
-		if prompts%perScrape == 0 {
-			scrapeAt(prompts / perScrape)
+		if !scrapeAt(0) {
+			return
 		}
+		for ss[0].chunks.Load() < answer-3*perPrompt {
+			have := ss[0].chunks.Load()
+			if !poll(func() bool { return ss[0].chunks.Load() >= have+perPrompt }) {
+				t.Error("streams stopped before the long prompts were sent")
+				return
+			}
+			var long timedStream
+			long.read(ctx, clock, client, url, words(fmt.Sprintf("long%d-", prompts), 0, prompt), 1)
+			if long.err != nil {
+				t.Errorf("long prompt %d: %v", prompts, long.err)
+				return
+			}
+			prompts++
+			if prompts%perScrape == 0 && !scrapeAt(prompts/perScrape) {
+				return
+			}
+		}
+		_ = g.Wait(ctx)
+	})
+	if t.Failed() {
+		return
 	}
-	wg.Wait()
 	for i, s := range ss {
 		if s.err != nil || s.tokens != answer {
 			t.Fatalf("stream %d: %v, %d of %d tokens", i, s.err, s.tokens, answer)
@@ -188,7 +223,7 @@ func TestSGLangInteractivityPerRequest(t *testing.T) {
 	// Each stream's own speed, as its client saw it, fails.
 	var truth []float64
 	for _, s := range ss {
-		tpot := s.last.Sub(s.first).Seconds() * scale / float64(s.tokens-1)
+		tpot := (s.last - s.first).Seconds() / float64(s.tokens-1)
 		truth = append(truth, 1/tpot)
 		if 1/tpot >= bar {
 			t.Errorf("setup: a stream ran at %.3g tokens/s as its client saw it, not below the %g bar", 1/tpot, bar)
