@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/memnet"
+	"github.com/headroom-bench/headroom/internal/timescale"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -90,12 +92,19 @@ func chatJSON(model, prompt string, maxTokens int, stream bool) []byte {
 
 func post(t testing.TB, ctx context.Context, url string, body []byte) *http.Response {
 	t.Helper()
+	return postWith(t, http.DefaultClient, ctx, url, body)
+}
+
+// postWith is post through client (an in-memory network's, on a virtual
+// clock).
+func postWith(t testing.TB, client *http.Client, ctx context.Context, url string, body []byte) *http.Response {
+	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +122,13 @@ type streamResult struct {
 // streamChat sends a streaming request and reads the whole answer.
 func streamChat(t testing.TB, url, model, prompt string, maxTokens int) streamResult {
 	t.Helper()
-	resp := post(t, context.Background(), url+"/v1/chat/completions", chatJSON(model, prompt, maxTokens, true))
+	return streamChatWith(t, http.DefaultClient, url, model, prompt, maxTokens)
+}
+
+// streamChatWith is streamChat through client.
+func streamChatWith(t testing.TB, client *http.Client, url, model, prompt string, maxTokens int) streamResult {
+	t.Helper()
+	resp := postWith(t, client, context.Background(), url+"/v1/chat/completions", chatJSON(model, prompt, maxTokens, true))
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
@@ -162,7 +177,13 @@ func streamChat(t testing.TB, url, model, prompt string, maxTokens int) streamRe
 // scrape reads /metrics with the text parser.
 func scrape(t testing.TB, url string) map[string]*dto.MetricFamily {
 	t.Helper()
-	resp, err := http.Get(url + "/metrics")
+	return scrapeWith(t, http.DefaultClient, url)
+}
+
+// scrapeWith is scrape through client.
+func scrapeWith(t testing.TB, client *http.Client, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := client.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,4 +258,28 @@ func waitMetric(t testing.TB, url string, what string, cond func(map[string]*dto
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// onVirtual serves a simulator made from opts on a virtual clock's
+// in-memory network and runs f against it on that clock, so the latencies
+// f reads are the model's whatever the host's load. f runs in the test's
+// goroutine; goroutines it starts must start on clock.
+func onVirtual(t *testing.T, opts Options, f func(clock *timescale.Clock, client *http.Client, url string)) {
+	t.Helper()
+	clock := timescale.NewVirtual()
+	net := memnet.New(clock)
+	opts.Clock, opts.Net = clock, net
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Run(func() {
+		defer s.Close()
+		url, err := s.Start("")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		f(clock, net.Client(), url)
+	})
 }

@@ -2,7 +2,11 @@ package sim
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
+
+	"github.com/headroom-bench/headroom/internal/timescale"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // TestHostCacheTier sends eight 3000-word prompts twice, one at a time, to an
@@ -26,15 +30,23 @@ func TestHostCacheTier(t *testing.T) {
 			p := tinyProfile()
 			p.MaxModelLen, p.MaxBatchedTokens = 4096, 4096
 			p.HostCacheTokens, p.HostBandwidthBytesPerSecond = tc.hostCache, 5e10
-			_, url := startSim(t, p, 50)
-			for round := range 2 {
-				for i := range 8 {
-					if res := streamChat(t, url, p.Model, words(fmt.Sprintf("h%d-", i), 0, 3000), 2); !res.done {
-						t.Fatalf("round %d prompt %d: no [DONE]", round, i)
+			// on the virtual clock: the TTFTs compared are the model's,
+			// whatever the host's load
+			var fams map[string]*dto.MetricFamily
+			onVirtual(t, Options{Profile: p, Seed: 7}, func(_ *timescale.Clock, client *http.Client, url string) {
+				for round := range 2 {
+					for i := range 8 {
+						if res := streamChatWith(t, client, url, p.Model, words(fmt.Sprintf("h%d-", i), 0, 3000), 2); !res.done {
+							t.Errorf("round %d prompt %d: no [DONE]", round, i)
+							return
+						}
 					}
 				}
+				fams = scrapeWith(t, client, url)
+			})
+			if t.Failed() {
+				return
 			}
-			fams := scrape(t, url)
 			sum, n := hist(t, fams, "vllm:time_to_first_token_seconds")
 			ttft[tc.name] = sum / float64(n)
 			hits := value(t, fams, "vllm:prefix_cache_hits_total")

@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/timescale"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -141,20 +144,36 @@ func TestPersonalitySchedulers(t *testing.T) {
 		// SGLang: prefill first.
 		{"sglang", signal.SGLang()},
 	} {
-		_, url := startPersonality(t, tc.pers, tinyProfile(), fastScale)
-		var wg sync.WaitGroup
-		for i := range 4 {
-			wg.Go(func() { streamChat(t, url, "tiny-model", words(fmt.Sprintf("d%d-", i), 0, 1000), 300) })
-		}
-		var before signal.Sample
-		waitFor(t, "four streams decoding", func() bool {
-			before = sample(t, url, tc.mapping)
-			return before.Hist[signal.TTFT].Count == 4
+		// on the virtual clock: the TTFTs compared are the model's,
+		// whatever the host's load
+		onVirtual(t, Options{Profile: tinyProfile(), Seed: 3, Personality: tc.pers}, func(clock *timescale.Clock, client *http.Client, url string) {
+			ctx := context.Background()
+			g := clock.NewGroup()
+			for i := range 4 {
+				g.Go(func() { streamChatWith(t, client, url, "tiny-model", words(fmt.Sprintf("d%d-", i), 0, 1000), 300) })
+			}
+			var before signal.Sample
+			sc := &signal.Scraper{Targets: []string{url + "/metrics"}, Mapping: tc.mapping, Client: client, Sequential: true}
+			for k := 0; ; k++ {
+				smp, err := sc.Scrape(ctx, clock.Now())
+				if err != nil || k > 10000 {
+					t.Errorf("%s: four streams never decoding (%v)", tc.pers, err)
+					return
+				}
+				if before = smp; before.Hist[signal.TTFT].Count == 4 {
+					break
+				}
+				_ = clock.Sleep(ctx, time.Millisecond)
+			}
+			streamChatWith(t, client, url, "tiny-model", words("late", 0, 1000), 2)
+			after, err := sc.Scrape(ctx, clock.Now())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ttft[tc.pers] = after.Hist[signal.TTFT].Sum - before.Hist[signal.TTFT].Sum
+			_ = g.Wait(ctx)
 		})
-		streamChat(t, url, "tiny-model", words("late", 0, 1000), 2)
-		after := sample(t, url, tc.mapping)
-		ttft[tc.pers] = after.Hist[signal.TTFT].Sum - before.Hist[signal.TTFT].Sum
-		wg.Wait()
 	}
 	t.Logf("TTFT of a 1000-token prompt behind four decodes: vllm %.3fs, sglang %.3fs", ttft["vllm"], ttft["sglang"])
 	if !(ttft["sglang"] < 0.75*ttft["vllm"]) {
