@@ -65,8 +65,11 @@ func (s *sideBySide) Scrape(ctx context.Context, at time.Duration) (signal.Sampl
 // TestPrometheusAndDirectScrapingAgree runs a short wall-clock sweep of the
 // simulator (x10) judged through a real Prometheus scraping it, reads the
 // simulator directly at the same instants, and judges every step again on
-// the direct samples: the same verdict on every part of every step, the
-// same number of windows, TTFT P90 intervals that overlap, and no lag. The
+// the direct samples: the same verdict on every part of every step (but
+// pass or fail against too close where the bar lies between the two reads'
+// interval bounds: the bootstrap's edges move with windows whose edges are
+// a Prometheus scrape apart), the same number of windows, TTFT P90
+// intervals that overlap, and no lag. The
 // lag is measured on the generation-token counter: over every scrape, the
 // tokens the direct read is ahead of Prometheus' over the rate they grow.
 // Reading the last scrape before each instant (an instant query) lags by
@@ -145,7 +148,6 @@ func TestPrometheusAndDirectScrapingAgree(t *testing.T) {
 	})
 	bar := config.Default().Bar
 	opts := verdict.DefaultOptions()
-	opts.Resamples = 400
 	plan := sweep.Plan{
 		Ladder: []int{4, 8, 16}, Warmup: 40 * time.Second, Step: 90 * time.Second,
 		Window: 15 * time.Second, Scrape: 5 * time.Second, Drain: 30 * time.Second,
@@ -188,14 +190,34 @@ func TestPrometheusAndDirectScrapingAgree(t *testing.T) {
 		}
 		t.Logf("step %d, %d sessions: prometheus %s", st.Index, st.Sessions, line(viaProm))
 		t.Logf("step %d, %d sessions: direct     %s", st.Index, st.Sessions, line(again))
-		if viaProm.Judged.Verdict != again.Judged.Verdict || viaProm.Windows != again.Windows {
+		if viaProm.Windows != again.Windows {
+			t.Errorf("step %d: %d windows through Prometheus, %d directly", st.Index, viaProm.Windows, again.Windows)
+		}
+		explained := false
+		for i, p := range viaProm.Judged.Parts {
+			q := again.Judged.Parts[i]
+			if p.Verdict == q.Verdict {
+				continue
+			}
+			// Pass or fail against too close, with the bar between the two
+			// reads' lower bounds or their upper bounds, is the bootstrap's
+			// edges moving with windows cut a scrape apart; no data against
+			// a verdict, or pass against fail, is a source that disagrees.
+			between := func(a, b float64) bool { return min(a, b) <= p.Bar && p.Bar <= max(a, b) }
+			decided := func(v verdict.Verdict) bool { return v == verdict.Pass || v == verdict.Fail }
+			if (decided(p.Verdict) != decided(q.Verdict)) && p.Verdict != verdict.NoData && q.Verdict != verdict.NoData &&
+				(between(p.Value.Lo, q.Value.Lo) || between(p.Value.Hi, q.Value.Hi)) {
+				explained = true
+				t.Logf("step %d, %s: %s through Prometheus, %s directly: the bar %g lies between their bounds", st.Index, p.Name, p.Verdict, q.Verdict, p.Bar)
+				continue
+			}
+			t.Errorf("step %d, %s: %s through Prometheus (missing %v, %q; step warnings %q), %s directly (missing %v, %q)", st.Index, p.Name, p.Verdict, p.Missing, p.Value.Warnings, viaProm.Judged.Warnings, q.Verdict, q.Missing, q.Value.Warnings)
+		}
+		if viaProm.Judged.Verdict != again.Judged.Verdict && !explained {
 			t.Errorf("step %d (%d sessions): %s through Prometheus, %s scraped directly", st.Index, st.Sessions, line(viaProm), line(again))
 		}
 		for i, p := range viaProm.Judged.Parts {
 			q := again.Judged.Parts[i]
-			if p.Verdict != q.Verdict {
-				t.Errorf("step %d, %s: %s through Prometheus (missing %v, %q; step warnings %q), %s directly (missing %v, %q)", st.Index, p.Name, p.Verdict, p.Missing, p.Value.Warnings, viaProm.Judged.Warnings, q.Verdict, q.Missing, q.Value.Warnings)
-			}
 			if p.Name == verdict.PartTTFT && p.Verdict != verdict.NoData && (p.Value.Lo > q.Value.Hi || q.Value.Lo > p.Value.Hi) {
 				t.Errorf("step %d: TTFT P90 %.3g [%.3g, %.3g] through Prometheus, %.3g [%.3g, %.3g] directly: the intervals do not meet",
 					st.Index, p.Value.Center, p.Value.Lo, p.Value.Hi, q.Value.Center, q.Value.Lo, q.Value.Hi)
