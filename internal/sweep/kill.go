@@ -66,8 +66,9 @@ func (r *Runner) kill(n int, from, now time.Duration) (why, part string) {
 // switch ended (part is the bar part its tripped limit watches; ttft when
 // the step does not say, as steps saved before killed_by was kept). The kill
 // switch protects the fleet; it decides no verdict. The step's data do: the
-// watched part fails only when its interval lies beyond the bar, and is no
-// data when nothing was measured. What a killed run measured cannot pass
+// watched part fails only when its interval lies beyond the bar (a latency
+// part measured on too few windows to resample has no interval, only its
+// bucket, and reads too close), and is no data when nothing was measured. What a killed run measured cannot pass
 // that part, alone or pooled with a repeat: the run stopped because it was
 // going wrong, so the windows it did not measure would have read worse, and
 // a part whose data pass reads too close instead. The other parts keep
@@ -89,6 +90,14 @@ func judgeKilled(st verdict.Step, part, why, who, tail string) verdict.Step {
 			q.Value.Warnings = append(q.Value.Warnings, "the kill switch ended a run of this step ("+why+"): its data are within the bar, but a run cut short cannot pass, so it reads too close")
 			read = "its data are within the bar, so it reads too close (a cut-short run cannot pass)"
 		case verdict.Fail:
+			if q.Spread == nil && q.Name != verdict.PartErrors {
+				// too few windows to resample: the bucket alone is no
+				// interval, and one window cannot show a step beyond the bar
+				q.Verdict = verdict.TooClose
+				q.Value.Warnings = append(q.Value.Warnings, "the kill switch ended a run of this step ("+why+") before it had windows enough to resample: a value from one window is beyond the bar, but without an interval it reads too close")
+				read = "it measured too few windows for an interval, so it reads too close (one window decides nothing)"
+				break
+			}
 			read = "its interval is beyond the bar, so it fails"
 		case verdict.TooClose:
 			read = "its interval crosses the bar, so it reads too close"

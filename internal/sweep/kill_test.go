@@ -100,6 +100,8 @@ func TestAKilledStepFailsOnlyWhenItsIntervalIsBeyondTheBar(t *testing.T) {
 		scrapes(healthy(5)), turns(20*time.Second))
 	slow := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 20, Killed: why, KilledBy: verdict.PartTTFT},
 		slowScrapes(healthy(5), 9), turns(20*time.Second))
+	slowOne := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 10, Killed: why, KilledBy: verdict.PartTTFT},
+		slowScrapes(healthy(3), 9), turns(10*time.Second))
 	slowAll := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 60, Killed: why, KilledBy: verdict.PartTTFT},
 		slowScrapes(healthy(13), 9), turns(60*time.Second))
 	full := JudgeStep(p, StepResult{Index: 5, Sessions: 4, RepeatOf: 3, End: 60}, scrapes(healthy(13)), turns(60*time.Second))
@@ -116,6 +118,12 @@ func TestAKilledStepFailsOnlyWhenItsIntervalIsBeyondTheBar(t *testing.T) {
 	}{
 		{"killed, within the bar", short, verdict.TooClose},
 		{"killed, beyond the bar", slow, verdict.Fail},
+		// one window beyond the bar: no interval, only its bucket; a trip
+		// on one window decides nothing
+		{"killed after one window beyond the bar", slowOne, verdict.TooClose},
+	}
+	if slowOne.Windows != 1 {
+		t.Fatalf("the one-window run has %d windows", slowOne.Windows)
 	}
 	for _, c := range alone {
 		if p, _ := c.st.Judged.Part(verdict.PartTTFT); c.st.Judged.Verdict != c.want || p.Verdict != c.want {
