@@ -24,11 +24,11 @@ func WriteTextAll(w io.Writer, s Summary) error { return writeText(w, s, true) }
 
 func writeText(w io.Writer, s Summary, verbose bool) error {
 	var b strings.Builder
-	price := fmt.Sprintf("at $%.2f/GPU-hour", s.Recipe.USDPerGPUHour)
+	price := fmt.Sprintf(" at $%.2f/GPU-hour", s.Recipe.USDPerGPUHour)
 	if s.Recipe.USDPerGPUHour == 0 {
-		price = "not priced"
+		price = ", not priced"
 	}
-	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs %s; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
+	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs%s; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
 		s.Recipe.Name, s.Recipe.Nodes, s.Recipe.GPUsPerNode, price,
 		s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
 	b.WriteString("\n")

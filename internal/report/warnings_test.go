@@ -99,7 +99,7 @@ func TestTextUnpriced(t *testing.T) {
 	s.Recipe.USDPerGPUHour = 0
 	var b strings.Builder
 	WriteText(&b, s)
-	if !strings.Contains(b.String(), "cost: not priced") || strings.Contains(b.String(), "$0.00") {
+	if !strings.Contains(b.String(), "recipe r: 2 x 8 GPUs, not priced; bar:") || !strings.Contains(b.String(), "cost: not priced") || strings.Contains(b.String(), "$0.00") {
 		t.Errorf("unpriced recipe:\n%s", b.String())
 	}
 }
