@@ -153,6 +153,8 @@ func smokeOf(cfg config.Run, stepS float64) config.Run {
 	if stepS <= 0 {
 		stepS = 3 * cfg.Sweep.WindowS
 	}
-	cfg.Sweep.StepS = stepS
+	// held for --step-s, not run on until decided: smoke asks whether the
+	// recipe earned a window, not what its capacity is
+	cfg.Sweep.StepS, cfg.Sweep.MaxStepS = stepS, stepS
 	return cfg
 }
