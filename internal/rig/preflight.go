@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/signal"
@@ -94,11 +95,21 @@ func preflight(ctx context.Context, cfg *config.Run, endpoint string, acc access
 		} else {
 			notes = append(notes, fmt.Sprintf("one priming request was sent, since the first scrape lacked %s", strings.Join(missing, ", ")))
 		}
-		if s, err = src.Scrape(ctx, clock.Now()); err != nil {
-			return "", fmt.Errorf("metrics: %w", err)
+		// a server may count the request a moment after its answer ends
+		// (llm-d-inference-sim does): look a few times, half a second apart
+		for try := 0; ; try++ {
+			if s, err = src.Scrape(ctx, clock.Now()); err != nil {
+				return "", fmt.Errorf("metrics: %w", err)
+			}
+			missing = missingSignals(s, cfg.Bar.ClientErrors)
+			if try == primeLooks-1 || !slices.ContainsFunc(missing, func(m string) bool { return !strings.HasPrefix(m, "http_") }) {
+				break
+			}
+			if err := clock.Sleep(ctx, primeLookEvery); err != nil {
+				return "", err
+			}
 		}
 		fams, famErr = src.families(ctx, clock.Now())
-		missing = missingSignals(s, cfg.Bar.ClientErrors)
 	}
 	if !cfg.Bar.ClientErrors && len(missing) > 0 && !slices.ContainsFunc(missing, func(m string) bool { return !strings.HasPrefix(m, "http_") }) {
 		// The server counts no HTTP statuses at all (SGLang,
@@ -152,6 +163,13 @@ func (r *run) adoptClientErrors(cfg config.Run) error {
 	}
 	return r.dir.WriteFile("config.yaml", resolved)
 }
+
+// After a priming request pre-flight looks again up to primeLooks times,
+// primeLookEvery apart, before it refuses a signal.
+const (
+	primeLooks     = 10
+	primeLookEvery = 500 * time.Millisecond
+)
 
 // missingSignals are the groups of bar signals s holds none of.
 func missingSignals(s signal.Sample, clientErrors bool) []string {

@@ -22,14 +22,16 @@ import (
 // HTTP status counters), as the signal package's fixture writes it.
 func standIn(t *testing.T, model string) string {
 	t.Helper()
-	url, _ := lazyStandIn(t, model, false)
+	url, _ := lazyStandIn(t, model, false, 0)
 	return url
 }
 
 // lazyStandIn is standIn; when lazy, its /metrics leaves out the latency
-// histograms until it has answered a chat completion, as a freshly started
-// llm-d-inference-sim does. answered counts the chat completions.
-func lazyStandIn(t *testing.T, model string, lazy bool) (string, *atomic.Int64) {
+// histograms and the request counters until it has answered a chat
+// completion, and for lag scrapes after it, as a freshly started
+// llm-d-inference-sim does (it counts a request a moment after its answer
+// ends). answered counts the chat completions.
+func lazyStandIn(t *testing.T, model string, lazy bool, lag int64) (string, *atomic.Int64) {
 	t.Helper()
 	exposition, err := os.ReadFile("../signal/testdata/vllm_finish_reason_metrics.txt")
 	if err != nil {
@@ -37,11 +39,11 @@ func lazyStandIn(t *testing.T, model string, lazy bool) (string, *atomic.Int64) 
 	}
 	var early []byte // the exposition without its latency histograms
 	for _, line := range strings.SplitAfter(string(exposition), "\n") {
-		if !strings.Contains(line, "_token_") {
+		if !strings.Contains(line, "_token_") && !strings.Contains(line, "request_success") {
 			early = append(early, line...)
 		}
 	}
-	var answered atomic.Int64
+	var answered, after atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/v1/models":
@@ -52,7 +54,7 @@ func lazyStandIn(t *testing.T, model string, lazy bool) (string, *atomic.Int64) 
 			fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"pong\"}}]}\n\ndata: [DONE]\n\n")
 		case "/metrics":
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-			if lazy && answered.Load() == 0 {
+			if lazy && (answered.Load() == 0 || after.Add(1) <= lag) {
 				w.Write(early)
 				return
 			}
@@ -185,11 +187,13 @@ func TestPreflightFallsBackToClientErrors(t *testing.T) {
 }
 
 // TestPreflightPrimesLazyHistograms: a server that shows its TTFT and TPOT
-// histograms only after its first answer gets one priming request, and
-// pre-flight passes on the second look. Before, it stopped at once.
+// histograms and request counters only after its first answer, and three
+// scrapes after it, gets one priming request, and pre-flight passes on a
+// later look. Before, it stopped at once; with a single look after the
+// priming, it stopped on the counters llm-d-inference-sim counts late.
 func TestPreflightPrimesLazyHistograms(t *testing.T) {
 	cfg := config.Default()
-	url, answered := lazyStandIn(t, cfg.Recipe.Model, true)
+	url, answered := lazyStandIn(t, cfg.Recipe.Model, true, 3)
 	cfg.Recipe.Endpoint, cfg.Recipe.Metrics = url, []string{url + "/metrics"}
 	cfg.Bar.ClientErrors = true
 	clock, err := timescale.New(1)
