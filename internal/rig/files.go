@@ -66,6 +66,12 @@ func (f *files) flush() error {
 	return errors.Join(f.records.Flush(), f.samples.Flush(), f.steps.Flush())
 }
 
+// err is the first write to the streams that failed, nil while all went
+// through.
+func (f *files) err() error {
+	return errors.Join(f.records.Err(), f.samples.Err(), f.steps.Err())
+}
+
 // keepStep writes a judged step after the records and scrapes it was
 // judged on: if any of them could not be written the step is not, so the
 // directory never holds a step `judge` would read otherwise.

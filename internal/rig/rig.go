@@ -499,6 +499,8 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 			}
 		},
 		OnStepStart: func(i, n int) { tel.SetStep(i, n) },
+		// the first failed write stops the run within a scrape
+		Stopped: files.err,
 		OnStep: func(s sweep.StepResult) error {
 			for _, rec := range cut.inFlight(s.Index) {
 				files.records.Write(savedRecord{Record: rec, InFlight: true})

@@ -155,3 +155,33 @@ type sourceFunc func(ctx context.Context, at time.Duration) (signal.Sample, erro
 func (f sourceFunc) Scrape(ctx context.Context, at time.Duration) (signal.Sample, error) {
 	return f(ctx, at)
 }
+
+// Stopped stops the sweep within a scrape of saying so (a write to the run
+// directory that failed): the step under way is abandoned, neither judged
+// nor kept, and Run returns the error.
+func TestStoppedAbandonsTheStepUnderWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, _, _ := newRunnerEngine(t, []int{2, 4, 6}, 0.5)
+		full := errors.New("could not write records.jsonl: no space left on device")
+		var stoppedAt time.Duration
+		r.Stopped = func() error {
+			if now := r.Clock.Now(); now >= 100*time.Second { // in step 2's judged time
+				if stoppedAt == 0 {
+					stoppedAt = now
+				}
+				return full
+			}
+			return nil
+		}
+		res, err := r.Run(context.Background())
+		if !errors.Is(err, full) || !strings.Contains(res.StopReason, "no space left") {
+			t.Fatalf("sweep returned %v (stop %q), want the write error", err, res.StopReason)
+		}
+		if len(res.Steps) != 1 {
+			t.Errorf("%d steps kept, want step 1 only: the step under way is abandoned", len(res.Steps))
+		}
+		if stoppedAt > 100*time.Second+r.Plan.Scrape {
+			t.Errorf("the sweep noticed at %v, more than a scrape after the write failed", stoppedAt)
+		}
+	})
+}

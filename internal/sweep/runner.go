@@ -94,6 +94,11 @@ type Runner struct {
 	// error (the step could not be kept) stops the sweep there, the step
 	// left out, and Run returns that error.
 	OnStep func(StepResult) error
+	// Stopped, if set, is asked at each scrape of a judged time whether the
+	// sweep must stop (the run directory could not be written): an error
+	// abandons the step under way, which is neither judged nor kept, and
+	// Run returns it.
+	Stopped func() error
 	// OnStepStart, if set, is told each step's index and sessions as it starts.
 	OnStepStart func(index, sessions int)
 	// Progress receives one line per event for people watching; may be nil.
@@ -175,6 +180,9 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		if err != nil {
 			res.StopReason = "interrupted: " + err.Error()
+			if ctx.Err() == nil { // Stopped said stop: it is why
+				res.StopReason, runErr = err.Error(), err
+			}
 			return step, false
 		}
 		gone := r.metricsGone()
@@ -361,6 +369,11 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		if r.metricsGone() != nil {
 			measureEnd = t // the rest of the step would read nothing
 			break
+		}
+		if r.Stopped != nil {
+			if err := r.Stopped(); err != nil {
+				return StepResult{}, err
+			}
 		}
 		if killed, killedBy = r.kill(n, measureStart, t); killed != "" {
 			r.awaitSample(ctx, t)
