@@ -330,7 +330,8 @@ func TestSweepThroughPrometheus(t *testing.T) {
 	cfg.Evals.Suites = nil
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{2}, 0, 0
 	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.WindowS, cfg.Sweep.ScrapeS, cfg.Sweep.DrainS = 10, 12, 4, 1, 30
-	cfg.Workload.PrimeTimeoutS = 10 // room for a loaded machine
+	cfg.Sweep.MaxStepS = cfg.Sweep.StepS // a short step: not extended to the default step's 2x
+	cfg.Workload.PrimeTimeoutS = 10      // room for a loaded machine
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
