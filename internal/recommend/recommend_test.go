@@ -14,13 +14,17 @@ import (
 )
 
 // smallSpace is a space of four candidates on the built-in default recipe,
-// cut to short steps: the same engine at $1.80 and $1.85 per GPU-hour
+// cut to 10-minute steps: the same engine at $1.80 and $1.85 per GPU-hour
 // (the same capacity, so their cost intervals overlap), a 128K context
 // that refuses a quarter of the turns (it cannot hold the target; its one
 // step runs 10 minutes so the error interval clears the bar), and 2
 // copies of 4 GPUs on a 16-GPU recipe (invalid: the GPUs do not add up).
-// The error bar is 10%: a 3-minute step sends too few turns to tell 0
+// The error bar is 10%: a short step sends too few turns to tell 0
 // errors from 2%, and latency is what the rest of the space compares.
+// Steps of 3 minutes (3 windows of 4 sessions) no longer decide: since the
+// intervals carry which sessions a run drew and the few blocks it had,
+// 4 sessions read too close on interactivity there, and the candidates
+// honestly need a GPU window.
 const smallSpace = `version: 1
 name: small
 base: base.yaml
@@ -30,7 +34,7 @@ set:
   bar.error_rate: 0.1
   sweep.ladder: [4, 12]
   sweep.warmup_s: 180
-  sweep.step_s: 180
+  sweep.step_s: 600
   sweep.repeat: false
   sweep.stress: null
   workload.synth_sessions: 40
