@@ -45,9 +45,6 @@ func ModelLimits() map[string]string {
 			"GPU cache never evicts (as the report found), so the model gives both the same sweep: " +
 			"every step to 20 passes; the report's 6 missing 20 narrowly on TTFT while 7 passed is one " +
 			"run's difference",
-		LimitKey(0, ColLight): "light-only sessions on one vLLM engine hold the bar to ~13 in the model; the " +
-			"report's ≈ 4 sits below the 5 light sessions that today's mix of 10 carries inside a heavier " +
-			"load, which no contention model reproduces (the report: \"mixes aren't additive\")",
 		LimitKey(5, ColKVPeak): "10 sessions keep ~11 requests in flight with ~100K tokens of context each, " +
 			"~1.2M tokens at the peak; under half of the cache needs more than 2.4M tokens, more than the " +
 			"16 cards hold for a GLM-4.5-shaped model (376 KB a token) after the weights; the model's " +
