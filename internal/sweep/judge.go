@@ -47,7 +47,7 @@ func requestsOf(records []load.Record, windows []signal.Window) []verdict.Reques
 		if k < 0 {
 			continue
 		}
-		r := verdict.Request{Window: k, Session: rec.Session, Failed: rec.Failed()}
+		r := verdict.Request{Window: k, Session: rec.Session, Tier: rec.Tier, Failed: rec.Failed()}
 		if r.Session == "" {
 			r.Session = fmt.Sprintf("lane %d play %d", rec.Lane, rec.Play)
 		}

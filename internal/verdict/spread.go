@@ -16,6 +16,9 @@ import (
 type Request struct {
 	Window  int    // index of the judged window the turn was planned in
 	Session string // the session (trace id) whose play it belongs to
+	// Tier is the session's tier of the mix (heavy, light): the run fixes
+	// how many lanes each tier has, so sessions are resampled within it.
+	Tier string
 	// TTFT is seconds to the first token; 0 when there was none.
 	TTFT float64
 	// TPOT is seconds per output token after the first; 0 when fewer than
@@ -75,6 +78,7 @@ func (j judge) widening(q clientQuantity, stat stats.Weighted) stats.Widening {
 		return stats.Widening{}
 	}
 	ids := map[string]int{}
+	tiers := map[string]int{}
 	var obs []stats.Obs
 	for _, r := range j.reqs {
 		v := 0.0
@@ -102,7 +106,12 @@ func (j judge) widening(q clientQuantity, stat stats.Weighted) stats.Widening {
 			c = len(ids)
 			ids[r.Session] = c
 		}
-		obs = append(obs, stats.Obs{Window: r.Window, Cluster: c, Value: v})
+		t, ok := tiers[r.Tier]
+		if !ok {
+			t = len(tiers)
+			tiers[r.Tier] = t
+		}
+		obs = append(obs, stats.Obs{Window: r.Window, Cluster: c, Stratum: t, Value: v})
 	}
 	slices.SortStableFunc(obs, func(a, b stats.Obs) int {
 		switch {
@@ -146,16 +155,30 @@ func (j judge) spread(v, lo, hi float64, n int, w stats.Widening, logScale bool)
 		llo, lhi := lv-reach(lv-to(lo)), lv+reach(to(hi)-lv)
 		if w.OK {
 			s.Sessions = w.Clusters
-			s.Below, s.Above, _, _ = w.Factors()
-			llo, lhi = w.Widen(lv, llo, lhi)
+			wlo, whi := w.Widen(lv, llo, lhi)
+			s.Below, s.Above = stretch(lv-llo, lv-wlo), stretch(lhi-lv, whi-lv)
+			llo, lhi = wlo, whi
 		}
 		return math.Exp(llo), math.Exp(lhi), s, true
 	}
 	lo, hi = v-reach(v-lo), v+reach(hi-v)
 	if w.OK && !logScale {
 		s.Sessions = w.Clusters
-		s.Below, s.Above, _, _ = w.Factors()
-		lo, hi = w.Widen(v, lo, hi)
+		wlo, whi := w.Widen(v, lo, hi)
+		s.Below, s.Above = stretch(v-lo, v-wlo), stretch(hi-v, whi-v)
+		lo, hi = wlo, whi
 	}
 	return lo, hi, s, true
+}
+
+// stretch is the factor a side's reach grew by, from was to now (1 when it
+// did not grow; 0 when it started at nothing and grew).
+func stretch(was, now float64) float64 {
+	switch {
+	case !(now > was):
+		return 1
+	case !(was > 0):
+		return 0
+	}
+	return now / was
 }
