@@ -84,7 +84,9 @@ type Comparison struct {
 	Steps               []StepComparison
 	Measured, Predicted sweep.Capacity
 	// StepSize is the ladder's spacing at the measured capacity, and
-	// CapacityError the predicted minus the measured capacity in sessions.
+	// CapacityError the predicted minus the measured capacity in sessions;
+	// NaN when either run established no capacity (no step passed: its
+	// sessions are no measurement, so their difference is none either).
 	StepSize, CapacityError float64
 	PredictedDir            string
 	// Stopped is why the predicted sweep stopped, and Error how the
@@ -114,6 +116,9 @@ func Predict(ctx context.Context, r Run, cfg config.Run, run Runner) (Comparison
 		c.Error = err.Error()
 	}
 	c.CapacityError = c.Predicted.Sessions - c.Measured.Sessions
+	if c.Predicted.NotEstablished || c.Measured.NotEstablished {
+		c.CapacityError = math.NaN()
+	}
 	c.StepSize = stepAt(cfg.Sweep.Ladder, c.Measured.Sessions)
 	c.Steps = compareSteps(r.Summary.Steps, sum.Steps)
 	return c, nil
@@ -207,6 +212,11 @@ func (c Comparison) WriteText(w io.Writer) error {
 	}
 	if c.Error != "" {
 		fmt.Fprintf(w, "the prediction failed: %s\n", c.Error)
+	}
+	if math.IsNaN(c.CapacityError) {
+		_, err := fmt.Fprintf(w, "capacity: measured %s, predicted %s; no capacity error: a run that passed no step established none\n",
+			capText(c.Measured), capText(c.Predicted))
+		return err
 	}
 	_, err := fmt.Fprintf(w, "capacity: measured %s, predicted %s; error %+.1f sessions (%s ladder steps of %g)\n",
 		capText(c.Measured), capText(c.Predicted), c.CapacityError, num(c.CapacitySteps(), "%+.2f"), c.StepSize)
