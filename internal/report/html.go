@@ -107,8 +107,8 @@ func page(r Run, figs figureSet) []byte {
 	w("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	w("<title>headroom report: %s</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n", esc(s.Recipe.Name), pageCSS)
 	w("<header>\n<h1>headroom report: %s</h1>\n", esc(s.Recipe.Name))
-	w(`<p class="sub">%s on %d node(s) × %d GPU(s) at $%.2f per GPU-hour · model <code>%s</code>%s%s</p>`+"\n",
-		esc(s.Recipe.Engine), s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour, esc(s.Recipe.Model),
+	w(`<p class="sub">%s on %d node(s) × %d GPU(s) %s · model <code>%s</code>%s%s</p>`+"\n",
+		esc(s.Recipe.Engine), s.Recipe.Nodes, s.Recipe.GPUsPerNode, esc(pricePhrase(s.Recipe.USDPerGPUHour)), esc(s.Recipe.Model),
 		optional(" · started ", s.Started), optional(" · mix: ", mixWords(s.Mix)))
 	w("</header>\n")
 	if r.Partial {

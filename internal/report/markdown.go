@@ -33,8 +33,8 @@ func markdown(r Run, figs figureSet) []byte {
 	if s.StopReason != "" {
 		fmt.Fprintf(&b, "Stopped: %s.\n\n", strings.TrimSuffix(s.StopReason, "."))
 	}
-	fmt.Fprintf(&b, "Recipe: %s on %d node(s) x %d GPU(s) at $%.2f per GPU-hour, model `%s` at `%s`.\n\n",
-		s.Recipe.Engine, s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour, s.Recipe.Model, s.Recipe.Endpoint)
+	fmt.Fprintf(&b, "Recipe: %s on %d node(s) x %d GPU(s) %s, model `%s` at `%s`.\n\n",
+		s.Recipe.Engine, s.Recipe.Nodes, s.Recipe.GPUsPerNode, pricePhrase(s.Recipe.USDPerGPUHour), s.Recipe.Model, s.Recipe.Endpoint)
 	fmt.Fprintf(&b, "Bar: P90 TTFT <= %g s; P90 interactivity >= %g tokens/s per user; errors < %g%%. ", s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
 	b.WriteString("Each value is judged from the server's metrics over the step's judged time, with a 95% bootstrap interval over windows; an interval that crosses the bar reads too close to call.\n\n")
 	if len(s.Mixes) > 0 {
@@ -123,4 +123,13 @@ func writeFigures(b *strings.Builder, figs []figure) {
 	for _, f := range figs {
 		fmt.Fprintf(b, "![%s](%s)\n\n*%s*\n\n", f.title, f.file, f.caption)
 	}
+}
+
+// pricePhrase is how the reports state a recipe's price: "at $1.80 per
+// GPU-hour", or "not priced" where the run was given none (0), never $0.00.
+func pricePhrase(usdPerGPUHour float64) string {
+	if usdPerGPUHour == 0 {
+		return "not priced"
+	}
+	return fmt.Sprintf("at $%.2f per GPU-hour", usdPerGPUHour)
 }

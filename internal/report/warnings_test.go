@@ -103,3 +103,15 @@ func TestTextUnpriced(t *testing.T) {
 		t.Errorf("unpriced recipe:\n%s", b.String())
 	}
 }
+
+// An unpriced recipe reads "not priced" in report.md and report.html too,
+// never "$0.00 per GPU-hour".
+func TestReportsUnpriced(t *testing.T) {
+	s := warnedSummary()
+	s.Recipe.USDPerGPUHour = 0
+	for name, page := range map[string][]byte{"report.md": Markdown(s), "report.html": HTML(Run{Summary: s})} {
+		if !strings.Contains(string(page), "not priced") || strings.Contains(string(page), "$0.00 per GPU-hour") {
+			t.Errorf("%s of an unpriced recipe:\n%s", name, page)
+		}
+	}
+}
