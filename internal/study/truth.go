@@ -1,6 +1,7 @@
 package study
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -305,28 +306,10 @@ func levelConfig(base config.Run, n int, seed uint64, cold bool) config.Run {
 // all taken at that window's mean (as the verdict derives it).
 func weightedP90(xs []weighted) (float64, bool) {
 	xs = slices.Clone(xs)
-	slices.SortFunc(xs, func(a, b weighted) int {
-		switch {
-		case a.v < b.v:
-			return -1
-		case a.v > b.v:
-			return 1
-		}
-		return 0
-	})
-	total := 0.0
-	for _, x := range xs {
-		total += x.w
+	slices.SortFunc(xs, func(a, b weighted) int { return cmp.Compare(a.v, b.v) })
+	obs, ws := make([]stats.Obs, len(xs)), make([]float64, len(xs))
+	for i, x := range xs {
+		obs[i], ws[i] = stats.Obs{Value: x.v}, x.w
 	}
-	if total <= 0 {
-		return 0, false
-	}
-	run := 0.0
-	for _, x := range xs {
-		run += x.w
-		if run >= 0.9*total*(1-1e-12) {
-			return x.v, true
-		}
-	}
-	return xs[len(xs)-1].v, true
+	return stats.WeightedQuantile(0.9)(obs, ws)
 }
