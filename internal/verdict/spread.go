@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"cmp"
 	"math"
 	"slices"
 
@@ -113,15 +114,7 @@ func (j judge) widening(q clientQuantity, stat stats.Weighted) stats.Widening {
 		}
 		obs = append(obs, stats.Obs{Window: r.Window, Cluster: c, Stratum: t, Value: v})
 	}
-	slices.SortStableFunc(obs, func(a, b stats.Obs) int {
-		switch {
-		case a.Value < b.Value:
-			return -1
-		case a.Value > b.Value:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(obs, func(a, b stats.Obs) int { return cmp.Compare(a.Value, b.Value) })
 	o := j.o.bootstrap()
 	o.Resamples = min(o.Resamples, 1000) // a ratio of reaches, not an interval: fewer resamples do
 	return stats.ClusterWidening(obs, len(j.windows), len(ids), stat, o)
