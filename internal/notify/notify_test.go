@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,24 +18,53 @@ import (
 // fast retries, so the tests take milliseconds.
 var fast = Options{Tries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Timeout: 2 * time.Second}
 
-// ghServer is a loopback stand-in for GitHub's REST API: it checks each
-// request the way GitHub would and keeps the comments.
+// ghServer is a loopback stand-in for GitHub's REST API on one pull
+// request (acme/serving#42): it checks each request the way GitHub would,
+// keeps the comments in order, lists them a page at a time with a Link
+// header (per_page at most 100, 30 by default) and creates and edits them.
 type ghServer struct {
 	t        *testing.T
 	mu       sync.Mutex
+	srv      *httptest.Server
 	token    string
+	order    []int64 // comment ids, oldest first
 	comments map[int64]string
+	nextID   int64
 	requests []string // "METHOD path"
 	fail     int      // answer this many requests with 502 first
 	status   int      // when set, answer every request with it
 }
 
 func newGHServer(t *testing.T, token string) (*ghServer, *httptest.Server) {
-	g := &ghServer{t: t, token: token, comments: map[int64]string{}}
-	srv := httptest.NewServer(g)
-	t.Cleanup(srv.Close)
-	return g, srv
+	g := &ghServer{t: t, token: token, comments: map[int64]string{}, nextID: 9000}
+	g.srv = httptest.NewServer(g)
+	t.Cleanup(g.srv.Close)
+	return g, g.srv
 }
+
+// seed adds comments someone else (or an earlier run) left on the PR.
+func (g *ghServer) seed(bodies ...string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, b := range bodies {
+		g.add(b)
+	}
+}
+
+func (g *ghServer) add(body string) int64 {
+	id := g.nextID
+	g.nextID++
+	g.order = append(g.order, id)
+	g.comments[id] = body
+	return id
+}
+
+const (
+	ghList  = "/api/v3/repos/acme/serving/issues/42/comments"
+	ghEdit  = "/api/v3/repos/acme/serving/issues/comments/"
+	jsonCT  = "application/json; charset=utf-8"
+	perPage = 30
+)
 
 func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
@@ -57,6 +87,11 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Accept") != "application/vnd.github+json" || r.Header.Get("X-GitHub-Api-Version") == "" {
 		g.t.Errorf("%s %s: Accept %q, API version %q", r.Method, r.URL.Path, r.Header.Get("Accept"), r.Header.Get("X-GitHub-Api-Version"))
 	}
+	w.Header().Set("Content-Type", jsonCT)
+	if r.Method == http.MethodGet && r.URL.Path == ghList {
+		g.list(w, r)
+		return
+	}
 	var in struct {
 		Body string `json:"body"`
 	}
@@ -67,23 +102,54 @@ func (g *ghServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/api/v3/repos/acme/serving/issues/42/comments":
-		id := int64(9000 + len(g.comments))
-		g.comments[id] = in.Body
+	case r.Method == http.MethodPost && r.URL.Path == ghList:
+		id := g.add(in.Body)
 		w.WriteHeader(http.StatusCreated)
-		fmt.Fprintf(w, `{"id": %d, "body": %q}`, id, in.Body)
-	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, "/api/v3/repos/acme/serving/issues/comments/"):
-		var id int64
-		fmt.Sscan(strings.TrimPrefix(r.URL.Path, "/api/v3/repos/acme/serving/issues/comments/"), &id)
-		if _, ok := g.comments[id]; !ok {
+		json.NewEncoder(w).Encode(map[string]any{"id": id, "body": in.Body})
+	case r.Method == http.MethodPatch && strings.HasPrefix(r.URL.Path, ghEdit):
+		id, err := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, ghEdit), 10, 64)
+		if _, ok := g.comments[id]; err != nil || !ok {
 			http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 			return
 		}
 		g.comments[id] = in.Body
-		fmt.Fprintf(w, `{"id": %d}`, id)
+		json.NewEncoder(w).Encode(map[string]any{"id": id, "body": in.Body})
 	default:
 		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 	}
+}
+
+// list answers GET .../issues/42/comments?per_page=N&page=P as GitHub
+// does: oldest first, a Link header naming the next and last pages.
+func (g *ghServer) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	per, page := perPage, 1
+	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
+		per = min(v, 100)
+	}
+	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	last := max(1, (len(g.order)+per-1)/per)
+	out := []map[string]any{}
+	for i := (page - 1) * per; i < min(len(g.order), page*per); i++ {
+		id := g.order[i]
+		out = append(out, map[string]any{"id": id, "body": g.comments[id], "user": map[string]any{"login": "someone"}})
+	}
+	link := func(p int, rel string) string {
+		return fmt.Sprintf(`<%s%s?per_page=%d&page=%d>; rel="%s"`, g.srv.URL, ghList, per, p, rel)
+	}
+	var links []string
+	if page < last {
+		links = append(links, link(page+1, "next"), link(last, "last"))
+	}
+	if page > 1 {
+		links = append(links, link(1, "first"), link(page-1, "prev"))
+	}
+	if len(links) > 0 {
+		w.Header().Set("Link", strings.Join(links, ", "))
+	}
+	json.NewEncoder(w).Encode(out)
 }
 
 func (g *ghServer) snapshot() (map[int64]string, []string) {
@@ -107,8 +173,9 @@ func TestGitHubCommentIsCreatedOnceAndEditedInPlace(t *testing.T) {
 		t.Errorf("warnings after a clean run: %q", w)
 	}
 	comments, reqs := gh.snapshot()
-	// One POST, then PATCHes of the id the POST returned.
-	want := []string{"POST /api/v3/repos/acme/serving/issues/42/comments",
+	// A look for an earlier run's comment, one POST, then PATCHes of the
+	// id the POST returned.
+	want := []string{"GET /api/v3/repos/acme/serving/issues/42/comments", "POST /api/v3/repos/acme/serving/issues/42/comments",
 		"PATCH /api/v3/repos/acme/serving/issues/comments/9000", "PATCH /api/v3/repos/acme/serving/issues/comments/9000"}
 	if strings.Join(reqs, "\n") != strings.Join(want, "\n") {
 		t.Errorf("requests:\n  %s\nwant:\n  %s", strings.Join(reqs, "\n  "), strings.Join(want, "\n  "))
@@ -138,8 +205,8 @@ func TestRetriesWithBackoffThenPosts(t *testing.T) {
 		t.Errorf("a post that succeeded on its third try left warnings: %q", w)
 	}
 	comments, reqs := gh.snapshot()
-	if len(reqs) != 3 || len(comments) != 1 {
-		t.Errorf("requests %q comments %v, want three tries and one comment", reqs, comments)
+	if len(reqs) != 4 || len(comments) != 1 {
+		t.Errorf("requests %q comments %v, want three tries of the look, a POST and one comment", reqs, comments)
 	}
 }
 
@@ -180,12 +247,12 @@ func TestALaterEditMakesUpForAFailedOne(t *testing.T) {
 	g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "tok-123456", Title: "t"}
 	s := Start(Options{Tries: 1, Backoff: time.Millisecond, Timeout: time.Second}, g)
 	s.Post(Message{Text: "first", Event: "step"})
-	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 1 })
+	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 2 }) // GET, POST
 	gh.mu.Lock()
 	gh.fail = 1
 	gh.mu.Unlock()
 	s.Post(Message{Text: "second", Event: "step"}) // its PATCH fails, once
-	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 2 })
+	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 3 })
 	s.Post(Message{Text: "third", Event: "step"}) // carries the second too
 	if w := s.Close(context.Background()); len(w) != 0 {
 		t.Errorf("warnings %q after the comment caught up", w)
@@ -243,23 +310,43 @@ func TestWebhookPostsSlackJSONAndHidesItsPath(t *testing.T) {
 
 func TestPostNeverBlocksTheRun(t *testing.T) {
 	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
+	arrived := make(chan struct{}, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+	}))
 	defer srv.Close()
 	defer close(release)
 	s := Start(Options{Tries: 1, Timeout: time.Minute, Queue: 2}, Webhook{URL: srv.URL})
-	start := time.Now()
-	for i := range 10 {
-		s.Post(Message{Text: fmt.Sprint(i)})
+	// The first post is taken and stuck at the receiver; the next nine
+	// find one of them in flight: two wait in the queue, seven are
+	// dropped. Posting returns all the same, however slow the host: a
+	// Post that blocked would never return while the receiver is stuck
+	// (the 30 s is only a guard against hanging the test).
+	s.Post(Message{Text: "0"})
+	<-arrived
+	posted := make(chan struct{})
+	go func() {
+		for i := 1; i < 10; i++ {
+			s.Post(Message{Text: fmt.Sprint(i)})
+		}
+		close(posted)
+	}()
+	select {
+	case <-posted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Post blocked on a stuck webhook")
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("10 posts to a stuck webhook took %s", d)
-	}
-	// Close gives up at its deadline and says what was lost.
+	// Close gives up at its deadline and says what was lost: the one in
+	// flight and the two queued were not sent.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	w := s.Close(ctx)
-	if len(w) != 1 || !strings.Contains(w[0], "dropped") || !strings.Contains(w[0], "not sent when the run ended") {
-		t.Errorf("warnings %q, want the dropped and the unsent messages", w)
+	if len(w) != 1 || !strings.Contains(w[0], "7 messages dropped") || !strings.Contains(w[0], "3 messages not sent when the run ended") {
+		t.Errorf("warnings %q, want 7 dropped and 3 unsent messages", w)
+	}
+	if len(arrived) != 0 {
+		t.Errorf("the webhook got %d more posts while the first was stuck", len(arrived))
 	}
 	if w := s.Close(context.Background()); w != nil {
 		t.Errorf("a second Close returned %q", w)
@@ -269,7 +356,7 @@ func TestPostNeverBlocksTheRun(t *testing.T) {
 
 func TestABrokenReceiverRecovers(t *testing.T) {
 	gh, srv := newGHServer(t, "tok-123456")
-	gh.fail = 3 // the first message fails all its tries
+	gh.fail = 3 // the first message fails all its tries (the look for an earlier comment)
 	g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "tok-123456", Title: "t"}
 	s := Start(fast, g)
 	s.Post(Message{Text: "first", Event: "step"})
@@ -278,14 +365,14 @@ func TestABrokenReceiverRecovers(t *testing.T) {
 		t.Errorf("warnings %q: the comment caught up", w)
 	}
 	comments, reqs := gh.snapshot()
-	if len(reqs) != 4 || !strings.Contains(comments[9000], "first") || !strings.Contains(comments[9000], "second") {
+	if len(reqs) != 5 || !strings.Contains(comments[9000], "first") || !strings.Contains(comments[9000], "second") {
 		t.Errorf("requests %q comment %q", reqs, comments[9000])
 	}
 }
 
 func TestLongLinesAreCut(t *testing.T) {
-	l := line(Message{Text: strings.Repeat("é", 1000) + "\nnext", Event: "phase"})
-	if n := utf8.RuneCountInString(l); n > maxLine+10 || !strings.HasSuffix(l, "…") || strings.Contains(l, "\n") {
+	l := line(Message{Text: strings.Repeat("é", 10000) + "\nnext", Event: "phase"})
+	if n := utf8.RuneCountInString(l); n > maxLine+100 || !strings.Contains(l, "characters more") || strings.Contains(l, "\n") {
 		t.Errorf("line of %d characters: %q", n, l[:40])
 	}
 }
