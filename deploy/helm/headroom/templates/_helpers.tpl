@@ -71,21 +71,96 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{/* Where run directories are written in the pods. */}}
 {{- define "headroom.runsPath" -}}/work/runs{{- end -}}
 
-{{/* The pod security context: headroom's non-root user, which owns the runs volume. */}}
-{{- define "headroom.podSecurityContext" -}}
-runAsNonRoot: true
-runAsUser: 65532
-runAsGroup: 65532
-fsGroup: 65532
-seccompProfile:
-  type: RuntimeDefault
+{{/* The run's Job: one per release revision, so a helm upgrade or rollback
+makes a new Job (a new run) instead of patching a finished one, whose pod
+template is immutable. */}}
+{{- define "headroom.jobName" -}}
+{{- printf "%s-%d" (include "headroom.fullname" . | trunc 52 | trimSuffix "-") (int .Release.Revision) -}}
 {{- end -}}
 
-{{- define "headroom.containerSecurityContext" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-capabilities:
-  drop: ["ALL"]
+{{/* Whether the chart makes RBAC for the Job's ServiceAccount. */}}
+{{- define "headroom.rbacOn" -}}
+{{- if or .Values.rbac.deployer.namespaces .Values.rbac.discovery.namespaces -}}true{{- end -}}
+{{- end -}}
+
+{{/* The Job's automountServiceAccountToken: job.automountServiceAccountToken
+when set, else true only when the chart makes RBAC (the token is what the
+deployer and discovery act with). */}}
+{{- define "headroom.automountToken" -}}
+{{- if kindIs "bool" .Values.job.automountServiceAccountToken -}}
+{{- .Values.job.automountServiceAccountToken -}}
+{{- else -}}
+{{- ternary "true" "false" (eq (include "headroom.rbacOn" .) "true") -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The run Jobs of this release still running on the cluster (no Complete
+or Failed condition), comma separated. Empty under helm template and
+--dry-run=client, which cannot look. */}}
+{{- define "headroom.runningJobs" -}}
+{{- $running := list -}}
+{{- $jobs := lookup "batch/v1" "Job" .Release.Namespace "" -}}
+{{- range $j := (dig "items" list $jobs) -}}
+{{- $labels := dig "metadata" "labels" dict $j -}}
+{{- if and (eq (get $labels "app.kubernetes.io/instance") $.Release.Name) (eq (get $labels "app.kubernetes.io/component") "run") -}}
+{{- $done := false -}}
+{{- range $c := (dig "status" "conditions" list $j) -}}
+{{- if and (has (get $c "type") (list "Complete" "Failed")) (eq (get $c "status") "True") -}}
+{{- $done = true -}}
+{{- end -}}
+{{- end -}}
+{{- if not $done -}}
+{{- $running = append $running (dig "metadata" "name" "" $j) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- join ", " $running -}}
+{{- end -}}
+
+{{/* The claim's access modes: an existing claim's own, when it can be
+looked up, else persistence.accessModes. */}}
+{{- define "headroom.accessModes" -}}
+{{- $modes := .Values.persistence.accessModes -}}
+{{- with .Values.persistence.existingClaim -}}
+{{- $pvc := lookup "v1" "PersistentVolumeClaim" $.Release.Namespace . -}}
+{{- with (dig "spec" "accessModes" list $pvc) -}}
+{{- $modes = . -}}
+{{- end -}}
+{{- end -}}
+{{- join "," $modes -}}
+{{- end -}}
+
+{{/* What cannot work is refused at render time (values.schema.json checks
+each value's type; these are the combinations). */}}
+{{- define "headroom.validate" -}}
+{{- if and .Values.apiKey.existingSecret .Values.apiKey.value -}}
+{{- fail "apiKey: set existingSecret or value, not both" -}}
+{{- end -}}
+{{- if and .Values.persistence.existingClaim (not .Values.persistence.enabled) -}}
+{{- fail "persistence.existingClaim is set but persistence.enabled is false: the runs would go with the pod; enable persistence or drop existingClaim" -}}
+{{- end -}}
+{{- if .Values.upload.s3 -}}
+{{- if not .Values.upload.s3.bucket -}}
+{{- fail "upload.s3 needs upload.s3.bucket: the bucket each run directory is copied to" -}}
+{{- end -}}
+{{- if eq .Values.upload.credentials "secret" -}}
+{{- if not .Values.upload.credentialsSecret -}}
+{{- fail "upload.s3 with upload.credentials=secret needs upload.credentialsSecret, a Secret holding the bucket's key pair (upload.accessKeyKey, upload.secretKeyKey); or set upload.credentials=chain to take the pod's own identity (IRSA through serviceAccount.annotations, EKS Pod Identity, an instance role)" -}}
+{{- end -}}
+{{- else if .Values.upload.credentialsSecret -}}
+{{- fail "upload.credentialsSecret is set but upload.credentials is chain: the key pair would be ignored; set upload.credentials=secret, or drop credentialsSecret" -}}
+{{- end -}}
+{{- else if .Values.upload.credentialsSecret -}}
+{{- fail "upload.credentialsSecret is set but upload.s3 is empty: set upload.s3.bucket (and endpoint, prefix, region), or drop credentialsSecret" -}}
+{{- end -}}
+{{- if and .Values.runsReader.enabled .Values.job.enabled -}}
+{{- if not (has "ReadWriteMany" (splitList "," (include "headroom.accessModes" .))) -}}
+{{- fail (printf "runsReader.enabled with the Job on a %s claim: the reader could take the claim on another node and keep the Job's pod from starting. Once the Job is done, read the runs in a revision without it: helm upgrade %s <chart> -n %s --reuse-values --set job.enabled=false --set runsReader.enabled=true (the runs stay on the claim); or use a ReadWriteMany claim (persistence.accessModes)" (include "headroom.accessModes" .) .Release.Name .Release.Namespace) -}}
+{{- end -}}
+{{- end -}}
+{{- with include "headroom.runningJobs" . -}}
+{{- fail (printf "the Job %s of release %s is still running (no Complete or Failed condition): this revision would delete it, stopping its run part way, and its recipe's rollback would race whatever comes next. Wait for it (kubectl -n %s wait --for=condition=complete job/<name>), or stop it first (kubectl -n %s delete job <name>: its pod rolls back on SIGTERM), then run helm again" . $.Release.Name $.Release.Namespace $.Release.Namespace) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The run file as the pod reads it: output on the runs volume, the API
@@ -102,7 +177,7 @@ key's variable, report.upload from upload.s3. */}}
 {{- end -}}
 {{- if .Values.upload.s3 -}}
 {{- $s3 := deepCopy .Values.upload.s3 -}}
-{{- if .Values.upload.credentialsSecret -}}
+{{- if eq .Values.upload.credentials "secret" -}}
 {{- $_ := set $s3 "access_key_env" "AWS_ACCESS_KEY_ID" -}}
 {{- $_ := set $s3 "secret_key_env" "AWS_SECRET_ACCESS_KEY" -}}
 {{- end -}}
