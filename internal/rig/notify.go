@@ -2,8 +2,13 @@ package rig
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
@@ -12,6 +17,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/transport"
+	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 // notifier posts each phase's and step's numbers to the run's webhook and
@@ -54,7 +60,7 @@ func startNotifierWith(cfg config.Run, env func(string) (string, bool), o notify
 			n.warnings = append(n.warnings, fmt.Sprintf("notify.github: $%s is not set, so no comment was posted on %s#%d; set it to a token that may write the pull request's comments (notify.github.token_env names it)", name, g.Repo, g.PR))
 		} else {
 			n.secrets = append(n.secrets, token)
-			targets = append(targets, &notify.GitHub{API: g.API, Repo: g.Repo, PR: g.PR, Token: token, Title: "headroom: " + cfg.Recipe.Name})
+			targets = append(targets, githubTarget(cfg, token))
 		}
 	}
 	if len(targets) == 0 && len(n.warnings) == 0 {
@@ -110,14 +116,82 @@ func (n *notifier) finish() []string {
 // close sends what is queued and stops; finish also says what was lost.
 func (n *notifier) close() { n.finish() }
 
+// githubTarget is the run's pull-request comment: one per recipe on the
+// pull request, found again by the next run of the recipe.
+func githubTarget(cfg config.Run, token string) *notify.GitHub {
+	g := cfg.Notify.GitHub
+	return &notify.GitHub{API: g.API, Repo: g.Repo, PR: g.PR, Token: token, Title: "headroom: " + cfg.Recipe.Name, Key: cfg.Recipe.Name}
+}
+
+// LinkUploadedReport points the run's pull-request comment at the report
+// it uploaded (upload.json in runDir says where, and whether it went),
+// instead of at the local run directory. It does nothing without a
+// notify.github section, a token or an upload that went through, and
+// returns what went wrong as a warning, "" when nothing did. env looks up
+// the token's variable (os.LookupEnv).
+func LinkUploadedReport(ctx context.Context, cfg config.Run, runDir string, env func(string) (string, bool)) string {
+	gc := cfg.Notify.GitHub
+	if gc == nil || runDir == "" {
+		return ""
+	}
+	var rec uploadRecord
+	b, err := os.ReadFile(filepath.Join(runDir, "upload.json"))
+	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Error != "" || rec.URL == "" {
+		return ""
+	}
+	token, ok := env(orEnv(gc.TokenEnv, "GITHUB_TOKEN"))
+	if !ok || token == "" {
+		return ""
+	}
+	url := rec.URL
+	if _, err := os.Stat(filepath.Join(runDir, "report.html")); err == nil {
+		url = strings.TrimSuffix(url, "/") + "/report.html"
+	}
+	ctx, cancel := context.WithTimeout(ctx, notifyDrain)
+	defer cancel()
+	if err := githubTarget(cfg, token).Relink(ctx, url); err != nil {
+		red := new(transport.Redactor)
+		red.Add(token)
+		return red.String(fmt.Sprintf("notify: GitHub PR %s#%d: the comment was not pointed at the uploaded report %s: %v", gc.Repo, gc.PR, url, err))
+	}
+	return ""
+}
+
 func stepMessage(recipe string, s sweep.StepResult) live.Message {
 	text := fmt.Sprintf("%s: step %d, %d sessions: %s", recipe, s.Index+1, s.Sessions, s.Judged.Verdict)
 	fields := map[string]any{"recipe": recipe, "step": s.Index + 1, "sessions": s.Sessions, "verdict": s.Judged.Verdict}
 	for _, p := range s.Judged.Parts {
-		text += fmt.Sprintf("; %s %s %.3g (%.3g-%.3g)", p.Name, p.Verdict, p.Value.Center, p.Value.Lo, p.Value.Hi)
+		text += fmt.Sprintf("; %s %s %s", p.Name, p.Verdict, partValue(p))
 		fields[p.Name] = map[string]any{"verdict": p.Verdict, "value": p.Value}
 	}
 	return live.Message{Text: text, Event: "step", Fields: fields}
+}
+
+// partValue is a part's value and interval in the unit and precision the
+// reports use: seconds to 2 places, tokens/s per user to 1, errors in
+// percent to 1.
+func partValue(p verdict.Part) string {
+	digits, scale, unit := 2, 1.0, " s"
+	switch p.Name {
+	case verdict.PartInteractivity:
+		digits, unit = 1, " tok/s/user"
+	case verdict.PartErrors:
+		digits, scale, unit = 1, 100, "%"
+	}
+	v := p.Value
+	if math.IsNaN(v.Center) {
+		return "no data"
+	}
+	f := func(x float64) string {
+		if math.IsInf(x, 1) {
+			return "inf"
+		}
+		return strconv.FormatFloat(x*scale, 'f', digits, 64)
+	}
+	if unit == "%" {
+		return fmt.Sprintf("%s (%s-%s)%%", f(v.Center), f(v.Lo), f(v.Hi))
+	}
+	return fmt.Sprintf("%s (%s-%s)%s", f(v.Center), f(v.Lo), f(v.Hi), unit)
 }
 
 // lastWindow is the last whole window of samples: what the running

@@ -1,10 +1,14 @@
 package rig
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +17,10 @@ import (
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/live"
 	"github.com/headroom-bench/headroom/internal/notify"
+	"github.com/headroom-bench/headroom/internal/stats"
+	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/transport"
+	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 var fastNotify = notify.Options{Tries: 2, Backoff: time.Millisecond, Timeout: 2 * time.Second}
@@ -28,6 +35,12 @@ func TestNotifierPostsTheComment(t *testing.T) {
 		defer mu.Unlock()
 		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.Error(w, "bad credentials", http.StatusUnauthorized)
+			return
+		}
+		if r.Method == http.MethodGet {
+			// the PR has no comment from an earlier run yet
+			paths = append(paths, r.Method+" "+r.URL.Path)
+			io.WriteString(w, `[]`)
 			return
 		}
 		var in struct{ Body string }
@@ -61,7 +74,7 @@ func TestNotifierPostsTheComment(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if strings.Join(paths, ",") != "POST /repos/acme/serving/issues/5/comments,PATCH /repos/acme/serving/issues/comments/77" {
+	if strings.Join(paths, ",") != "GET /repos/acme/serving/issues/5/comments,POST /repos/acme/serving/issues/5/comments,PATCH /repos/acme/serving/issues/comments/77" {
 		t.Errorf("requests %q", paths)
 	}
 	last := bodies[len(bodies)-1]
@@ -108,5 +121,68 @@ func TestNotifierFailuresAreWarnings(t *testing.T) {
 	}
 	if startNotifier(config.Run{}, nil) != nil {
 		t.Error("a run with nowhere to post has a notifier")
+	}
+}
+
+func TestStepMessageUsesTheReportsUnits(t *testing.T) {
+	st := sweep.StepResult{Index: 2, Sessions: 8, Judged: verdict.Step{Verdict: verdict.Pass, Parts: []verdict.Part{
+		{Name: verdict.PartTTFT, Verdict: verdict.Pass, Value: stats.Summary{Center: 1.5234, Lo: 1.4012, Hi: math.Inf(1)}},
+		{Name: verdict.PartInteractivity, Verdict: verdict.Pass, Value: stats.Summary{Center: 24.06, Lo: 22.01, Hi: 26.33}},
+		{Name: verdict.PartErrors, Verdict: verdict.Pass, Value: stats.Summary{Center: 0, Lo: 0, Hi: 0.0243}},
+	}}}
+	got := stepMessage("recipe-1", st).Text
+	want := "recipe-1: step 3, 8 sessions: pass; ttft pass 1.52 (1.40-inf) s; interactivity pass 24.1 (22.0-26.3) tok/s/user; errors pass 0.0 (0.0-2.4)%"
+	if got != want {
+		t.Errorf("step message\n  %s\nwant\n  %s", got, want)
+	}
+}
+
+func TestLinkUploadedReport(t *testing.T) {
+	const token = "ghp_0123456789abcdef"
+	var mu sync.Mutex
+	var bodies []string
+	marker := (&notify.GitHub{Key: "recipe-1"}).Marker()
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch r.Method {
+		case http.MethodGet:
+			json.NewEncoder(w).Encode([]map[string]any{
+				{"id": 1, "body": "LGTM"},
+				{"id": 77, "body": marker + "\n### headroom: recipe-1\n\n- **recipe-1: capacity 8**\n<!-- headroom:where -->\n- 📁 run directory `/runs/recipe-1/x`\n<!-- /headroom:where -->\n"}})
+		case http.MethodPatch:
+			var in struct{ Body string }
+			json.NewDecoder(r.Body).Decode(&in)
+			bodies = append(bodies, r.URL.Path+" "+in.Body)
+			io.WriteString(w, `{"id": 77}`)
+		default:
+			http.Error(w, "no", http.StatusMethodNotAllowed)
+		}
+	}))
+	defer gh.Close()
+	cfg := config.Run{Recipe: config.Recipe{Name: "recipe-1"}, Notify: config.Notify{
+		GitHub: &config.GitHub{Repo: "acme/serving", PR: 5, TokenEnv: "HR_TEST_TOKEN", API: gh.URL}}}
+	env := func(k string) (string, bool) { return token, k == "HR_TEST_TOKEN" }
+	dir := t.TempDir()
+	write := func(name, text string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a failed upload leaves the comment alone
+	write("upload.json", `{"url": "s3://b/headroom/recipe-1/x/", "error": "AccessDenied"}`)
+	if w := LinkUploadedReport(context.Background(), cfg, dir, env); w != "" || len(bodies) != 0 {
+		t.Errorf("after a failed upload: warning %q, edits %q", w, bodies)
+	}
+	write("upload.json", `{"url": "s3://b/headroom/recipe-1/x/", "files": 9}`)
+	write("report.html", "<html></html>")
+	if w := LinkUploadedReport(context.Background(), cfg, dir, env); w != "" {
+		t.Errorf("warning %q", w)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 1 || !strings.HasPrefix(bodies[0], "/repos/acme/serving/issues/comments/77 ") ||
+		!strings.Contains(bodies[0], "s3://b/headroom/recipe-1/x/report.html") || strings.Contains(bodies[0], "/runs/recipe-1/x") {
+		t.Errorf("edits %q: want comment 77 pointed at the uploaded report.html", bodies)
 	}
 }
