@@ -160,6 +160,11 @@ func runRecipe(cmd *cobra.Command, stdout, stderr io.Writer, cfg config.Run, f r
 		}
 		// the finished directory, renderings included, to the bucket
 		rig.UploadRun(cmd.Context(), cfg.Report.Upload, &sum, os.Getenv, stderr)
+		// and the pull-request comment to the uploaded report
+		if w := rig.LinkUploadedReport(cmd.Context(), cfg, sum.RunDir, os.LookupEnv); w != "" {
+			fmt.Fprintln(stderr, w)
+			sum.Warnings = append(sum.Warnings, w)
+		}
 	}
 	// --json always prints a summary, with the error of a run that
 	// ended in one; the text summary needs a run directory to show
