@@ -40,8 +40,10 @@ func (c Config) Validate(field string) error {
 }
 
 // S3 is an S3-compatible bucket (AWS S3, MinIO, Ceph RGW, R2, GCS's XML
-// API). Objects are named <prefix>/<recipe>/<run>/<file>. The keys are read
-// from the environment variables named here, never from the run file.
+// API). Objects are named <prefix>/<recipe>/<run>/<file>. The keys are never
+// in the run file: a key pair is read from the environment variables named
+// here, or, without one, the SDK's default credential chain finds
+// credentials (a profile, web identity, a container's or instance's role).
 type S3 struct {
 	// Endpoint is the service URL (http://minio.storage:9000); empty means
 	// AWS's endpoint for Region.
@@ -52,11 +54,14 @@ type S3 struct {
 	// Region signs the requests; default us-east-1 (what MinIO expects).
 	Region string `json:"region,omitempty"`
 	// AccessKeyEnv and SecretKeyEnv name the variables holding the key
-	// pair; default AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+	// pair; default AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with
+	// AWS_SESSION_TOKEN when set), and when those are empty, the SDK's
+	// default credential chain. Named here, the pair must be there.
 	AccessKeyEnv string `json:"access_key_env,omitempty"`
 	SecretKeyEnv string `json:"secret_key_env,omitempty"`
 	// SessionTokenEnv names a variable with a session token (temporary
-	// credentials); empty for none.
+	// credentials) that must be set; empty for none (or AWS_SESSION_TOKEN
+	// with the default pair).
 	SessionTokenEnv string `json:"session_token_env,omitempty"`
 	// VirtualHosted addresses the bucket as bucket.host instead of
 	// host/bucket (path style, the default, which S3-compatible servers take).
@@ -132,39 +137,11 @@ func (s S3) URL(name string) string {
 	return "s3://" + s.Bucket + "/" + s.Key(name, "") + "/"
 }
 
-// credentials reads the key pair from the environment.
-func (s S3) credentials(env func(string) string) (aws.Credentials, error) {
-	ak, sk := orDefault(s.AccessKeyEnv, DefaultAccessKeyEnv), orDefault(s.SecretKeyEnv, DefaultSecretKeyEnv)
-	c := aws.Credentials{AccessKeyID: env(ak), SecretAccessKey: env(sk), Source: "headroom report.upload"}
-	var missing []string
-	if c.AccessKeyID == "" {
-		missing = append(missing, "$"+ak)
-	}
-	if c.SecretAccessKey == "" {
-		missing = append(missing, "$"+sk)
-	}
-	if len(missing) > 0 {
-		return c, fmt.Errorf("%s empty: set the bucket's key pair there (in Kubernetes, from a Secret), or name other variables with access_key_env and secret_key_env", strings.Join(missing, " and "))
-	}
-	if s.SessionTokenEnv != "" {
-		if c.SessionToken = env(s.SessionTokenEnv); c.SessionToken == "" {
-			return c, fmt.Errorf("$%s (session_token_env) is empty", s.SessionTokenEnv)
-		}
-	}
-	return c, nil
-}
-
-type staticCredentials aws.Credentials
-
-func (c staticCredentials) Retrieve(context.Context) (aws.Credentials, error) {
-	return aws.Credentials(c), nil
-}
-
 // client builds the S3 client; hc may be nil for the default transport.
-func (s S3) client(creds aws.Credentials, hc *http.Client) *s3.Client {
+func (s S3) client(creds aws.CredentialsProvider, hc *http.Client) *s3.Client {
 	o := s3.Options{
 		Region:       s.region(),
-		Credentials:  staticCredentials(creds),
+		Credentials:  creds,
 		UsePathStyle: !s.VirtualHosted,
 		// S3-compatible servers do not all take the trailing checksums the
 		// SDK sends by default; a signed payload hash is enough.
@@ -181,23 +158,23 @@ func (s S3) client(creds aws.Credentials, hc *http.Client) *s3.Client {
 	return s3.New(o)
 }
 
-// Result says what an upload copied.
+// Result says what an upload copied, and where its credentials came from
+// ("$AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY", or the name of the SDK's
+// provider: WebIdentityCredentials, EC2RoleProvider...).
 type Result struct {
-	URL   string
-	Files int
-	Bytes int64
+	URL         string
+	Files       int
+	Bytes       int64
+	Credentials string
 }
 
 // Upload copies every file of the run directory dir to the bucket under
 // <prefix>/<name>/, name being "recipe/run"; summary.json goes last, so a
-// reader that waits for it finds the rest there. Credentials come from env.
-// hc may be nil.
+// reader that waits for it finds the rest there. The key pair is read with
+// env, else the SDK's default credential chain finds credentials (see
+// credentials); they are fetched once before the first file. hc may be nil.
 func (s S3) Upload(ctx context.Context, dir, name string, env func(string) string, hc *http.Client) (Result, error) {
 	res := Result{URL: s.URL(name)}
-	creds, err := s.credentials(env)
-	if err != nil {
-		return res, err
-	}
 	files, err := runFiles(dir)
 	if err != nil {
 		return res, err
@@ -208,7 +185,16 @@ func (s S3) Upload(ctx context.Context, dir, name string, env func(string) strin
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := s.client(creds, hc)
+	provider, err := s.credentials(ctx, env)
+	if err != nil {
+		return res, err
+	}
+	creds, err := provider.Retrieve(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.Credentials = creds.Source
+	c := s.client(provider, hc)
 	for _, f := range files {
 		n, err := s.put(ctx, c, filepath.Join(dir, filepath.FromSlash(f)), s.Key(name, f))
 		if err != nil {

@@ -25,9 +25,12 @@ import (
 // path-style PUT Object requests, checks each one's AWS Signature Version 4
 // from the canonical request up (written from AWS's description of SigV4,
 // not from the SDK's signer) and the payload hash against the body, and
-// keeps the objects in memory.
+// keeps the objects in memory. With sessionToken set (temporary
+// credentials), each request must carry it, signed, in X-Amz-Security-Token;
+// without, it must carry none.
 type fakeS3 struct {
 	accessKey, secretKey, region string
+	sessionToken                 string
 
 	mu      sync.Mutex
 	objects map[string]object // "bucket/key"
@@ -126,7 +129,13 @@ func (f *fakeS3) verify(r *http.Request, body []byte) error {
 		}
 	}
 	signed := strings.Split(fields["SignedHeaders"], ";")
-	for _, must := range []string{"host", "x-amz-date", "x-amz-content-sha256"} {
+	must := []string{"host", "x-amz-date", "x-amz-content-sha256"}
+	if tok := r.Header.Get("X-Amz-Security-Token"); tok != f.sessionToken {
+		return fmt.Errorf("x-amz-security-token %q, the credentials' session token is %q", tok, f.sessionToken)
+	} else if tok != "" {
+		must = append(must, "x-amz-security-token")
+	}
+	for _, must := range must {
 		if !slices.Contains(signed, must) {
 			return fmt.Errorf("header %s is not signed (signed: %v)", must, signed)
 		}
@@ -258,14 +267,15 @@ func TestUploadSignsAndPutsEveryFile(t *testing.T) {
 }
 
 func TestUploadRefusals(t *testing.T) {
+	isolateAWS(t)
 	f, srv := newFakeS3(t)
 	dir := runDir(t, t.TempDir(), "r", "20260101T000000Z")
 	s := S3{Endpoint: srv.URL, Bucket: "bench", Region: f.region}
 
-	// No keys in the environment: nothing is sent, and the error says
-	// which variables to set.
+	// No keys in the environment, nor anywhere the SDK's chain looks:
+	// nothing is sent, and the error says which variables to set.
 	_, err := s.Upload(context.Background(), dir, RunName(dir), func(string) string { return "" }, srv.Client())
-	if err == nil || !strings.Contains(err.Error(), "$AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY empty") {
+	if err == nil || !strings.Contains(err.Error(), "no key pair in $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY") {
 		t.Errorf("no keys: %v", err)
 	}
 	if len(f.order)+len(f.refused) != 0 {
