@@ -24,16 +24,14 @@ func UploadRun(ctx context.Context, target upload.Config, sum *report.Summary, e
 	if progress == nil {
 		progress = io.Discard
 	}
-	// the key pair never reaches a file or the terminal
+	// the key pair and session token never reach a file or the terminal
 	red := new(transport.Redactor)
-	for _, name := range []string{orEnv(target.S3.AccessKeyEnv, upload.DefaultAccessKeyEnv), orEnv(target.S3.SecretKeyEnv, upload.DefaultSecretKeyEnv), target.S3.SessionTokenEnv} {
-		if name != "" {
-			red.Add(environ(name))
-		}
+	for _, name := range target.S3.SecretEnvs() {
+		red.Add(environ(name))
 	}
 	start := time.Now()
 	res, err := target.S3.Upload(context.WithoutCancel(ctx), sum.RunDir, upload.RunName(sum.RunDir), environ, nil)
-	rec := uploadRecord{URL: res.URL, Files: res.Files, Bytes: res.Bytes, TookS: time.Since(start).Seconds()}
+	rec := uploadRecord{URL: res.URL, Files: res.Files, Bytes: res.Bytes, Credentials: res.Credentials, TookS: time.Since(start).Seconds()}
 	if err != nil {
 		rec.Error = red.String(err.Error())
 		w := fmt.Sprintf("report.upload: the run directory was not uploaded to %s: %s", res.URL, rec.Error)
@@ -50,13 +48,16 @@ func UploadRun(ctx context.Context, target upload.Config, sum *report.Summary, e
 	}
 }
 
-// uploadRecord is upload.json: what the upload at the end of the run did.
+// uploadRecord is upload.json: what the upload at the end of the run did,
+// and where its credentials came from (the variables, or the SDK's
+// provider: WebIdentityCredentials, EC2RoleProvider...).
 type uploadRecord struct {
-	URL   string  `json:"url"`
-	Files int     `json:"files"`
-	Bytes int64   `json:"bytes"`
-	TookS float64 `json:"took_s"`
-	Error string  `json:"error,omitempty"`
+	URL         string  `json:"url"`
+	Files       int     `json:"files"`
+	Bytes       int64   `json:"bytes"`
+	Credentials string  `json:"credentials,omitempty"`
+	TookS       float64 `json:"took_s"`
+	Error       string  `json:"error,omitempty"`
 }
 
 func orEnv(v, d string) string {

@@ -108,7 +108,7 @@ func TestUploadRun(t *testing.T) {
 	}
 	var u uploadRecord
 	b, _ := os.ReadFile(d.File("upload.json"))
-	if err := json.Unmarshal(b, &u); err != nil || u.Files != 3 || u.URL != "s3://bench/hr/recipe-0/20261129T093000Z/" || u.Error != "" {
+	if err := json.Unmarshal(b, &u); err != nil || u.Files != 3 || u.URL != "s3://bench/hr/recipe-0/20261129T093000Z/" || u.Credentials != "$AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY" || u.Error != "" {
 		t.Errorf("upload.json %s (%v)", b, err)
 	}
 
@@ -124,10 +124,13 @@ func TestUploadRun(t *testing.T) {
 		t.Errorf("upload.json after a refusal: %s", b)
 	}
 
-	// No key pair in the environment: a warning naming the variables.
+	// No key pair in the variables the run file names: a warning naming
+	// them (with the names given, the SDK's default chain, which would look
+	// on this host for a profile or an instance role, is not asked).
 	sum.Warnings = nil
-	UploadRun(context.Background(), target, &sum, func(string) string { return "" }, nil)
-	if len(sum.Warnings) != 1 || !strings.Contains(sum.Warnings[0], "$AWS_ACCESS_KEY_ID") {
+	named := upload.Config{S3: &upload.S3{Endpoint: srv.URL, Bucket: "bench", AccessKeyEnv: "HR_AK", SecretKeyEnv: "HR_SK"}}
+	UploadRun(context.Background(), named, &sum, func(string) string { return "" }, nil)
+	if len(sum.Warnings) != 1 || !strings.Contains(sum.Warnings[0], "$HR_AK and $HR_SK empty") {
 		t.Errorf("warnings %v", sum.Warnings)
 	}
 	if _, err := os.Stat(filepath.Join(d.Path(), ".upload.json")); err == nil {
