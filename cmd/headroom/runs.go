@@ -210,9 +210,12 @@ func runsUploadCmd(stdout io.Writer) *cobra.Command {
 		Use:   "upload RUN_DIR...",
 		Short: "Copy run directories to an S3-compatible bucket",
 		Long: `Upload copies each run directory to s3://BUCKET/PREFIX/recipe/time/, as a run
-whose run file has report.upload does when it ends. The key pair is read
-from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (or the variables
---access-key-env and --secret-key-env name).`,
+whose run file has report.upload does when it ends. A key pair is read
+from the variables --access-key-env and --secret-key-env name; without those
+flags, from $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY (with
+$AWS_SESSION_TOKEN) or, when they are empty, the AWS SDK's default credential
+chain: a profile ($AWS_PROFILE), web identity (IRSA), a container's or the
+instance's role.`,
 		Example: `  headroom runs upload runs/recipe-0-vllm/20261129T093000Z --endpoint http://minio.storage:9000 --bucket bench --prefix headroom`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
