@@ -221,8 +221,13 @@ func TestUploadCredentialChain(t *testing.T) {
 				}
 				json.NewEncoder(w).Encode(map[string]string{"AccessKeyId": creds.ak, "SecretAccessKey": creds.sk, "Token": creds.token, "Expiration": expiry()})
 			})
+			// as EKS Pod Identity sets them: the token in a file
+			file := filepath.Join(t.TempDir(), "eks-pod-identity-token")
+			if err := os.WriteFile(file, []byte("pod-identity-token"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			t.Setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", u+"/v1/credentials")
-			t.Setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "pod-identity-token")
+			t.Setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", file)
 			return creds
 		}, "CredentialsEndpointProvider"},
 		{"instance role", func(t *testing.T) tempCreds {
