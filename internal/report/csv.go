@@ -32,9 +32,26 @@ func csvNum(v float64) string {
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
-// StepsCSV is steps.csv: one row per judged step, in the order run, with
-// each part's P90 or share and its 95% interval. Errors are in percent, as
-// every rendering shows them; a value not measured is empty.
+// csvRound prints a number rounded to digits decimal places, without
+// trailing zeros; empty when not measured.
+func csvRound(v float64, digits int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return csvNum(v)
+	}
+	p := math.Pow(10, float64(digits))
+	r := math.Round(v*p) / p
+	if r == 0 {
+		r = 0 // no "-0"
+	}
+	return strconv.FormatFloat(r, 'f', -1, 64)
+}
+
+// StepsCSV is steps.csv: one row per judged step, in the order run,
+// counted from 1 as every other view counts them, with each part's P90 or
+// share and its 95% interval. Errors and the prefix-cache hit rate are in
+// percent, as every rendering shows them, numbers a spreadsheet reads; a
+// value not measured is empty. Seconds are rounded to the millisecond,
+// tokens/s and percents to 3 decimals.
 func StepsCSV(s Summary) []byte {
 	var b bytes.Buffer
 	w := csv.NewWriter(&b)
@@ -43,23 +60,32 @@ func StepsCSV(s Summary) []byte {
 		"interactivity_p90_tps", "interactivity_p90_lo_tps", "interactivity_p90_hi_tps",
 		"errors_pct", "errors_lo_pct", "errors_hi_pct",
 		"turns_planned", "turns_sent", "not_reached", "unsent", "client_errors",
-		"in_flight_per_session", "cache_hit", "start_s", "measure_start_s", "end_s", "windows"})
+		"in_flight_per_session", "cache_hit_pct", "start_s", "measure_start_s", "end_s", "windows"})
 	runs := map[int]int{}
 	for i, st := range s.Steps {
 		runs[st.Sessions]++
 		three := func(v stats.Summary, scale float64) []string {
-			return []string{csvNum(v.Center * scale), csvNum(v.Lo * scale), csvNum(v.Hi * scale)}
+			return []string{csvRound(v.Center*scale, 3), csvRound(v.Lo*scale, 3), csvRound(v.Hi*scale, 3)}
 		}
-		row := []string{fmt.Sprint(i), fmt.Sprint(st.Sessions), fmt.Sprint(runs[st.Sessions]), fmt.Sprint(runs[st.Sessions] > 1), string(st.Verdict)}
+		row := []string{fmt.Sprint(i + 1), fmt.Sprint(st.Sessions), fmt.Sprint(runs[st.Sessions]), fmt.Sprint(runs[st.Sessions] > 1), string(st.Verdict)}
 		row = append(row, three(st.TTFTP90, 1)...)
 		row = append(row, three(st.InteractivityP90, 1)...)
 		row = append(row, three(st.ErrorRate, 100)...)
 		row = append(row, fmt.Sprint(st.Load.Planned), fmt.Sprint(st.Load.Sent), fmt.Sprint(st.Load.NotReached), fmt.Sprint(st.Load.Unsent), fmt.Sprint(st.Load.ClientErrors),
-			csvNum(st.Load.InFlightPerSession), st.CacheHit(), csvNum(st.StartS), csvNum(st.MeasureStartS), csvNum(st.EndS), fmt.Sprint(st.Windows))
+			csvRound(st.Load.InFlightPerSession, 3), csvRound(cacheHitPct(st), 3), csvRound(st.StartS, 3), csvRound(st.MeasureStartS, 3), csvRound(st.EndS, 3), fmt.Sprint(st.Windows))
 		_ = w.Write(row)
 	}
 	w.Flush()
 	return b.Bytes()
+}
+
+// cacheHitPct is the step's prefix-cache hit rate in percent; NaN (an
+// empty cell) where Step.CacheHit says "not reported" or "no data".
+func cacheHitPct(st Step) float64 {
+	if !st.CacheReported && st.Tokens.Cached <= 0 || st.Tokens.Prompt <= 0 {
+		return math.NaN()
+	}
+	return 100 * st.Tokens.Cached / st.Tokens.Prompt
 }
 
 // recordColumns are records.csv's columns: every field of load.Record, by

@@ -274,7 +274,7 @@ func runFields(s Summary) []field {
 	add("Post-flight", pf, false)
 	add("Started", orDash(s.Started), false)
 	add("Wall time", fmt.Sprintf("%.0f s", s.WallS), false)
-	add("Time scale", fmt.Sprintf("%g (modelled seconds per wall second)", s.TimeScale), false)
+	add("Time scale", timeScaleField(s.TimeScale), false)
 	add("Endpoint", orDash(s.Recipe.Endpoint), true)
 	add("Model", orDash(s.Recipe.Model), true)
 	add("Run directory", orDash(s.RunDir), true)

@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/verdict"
@@ -67,8 +68,12 @@ type JUnitSkipped struct {
 
 // JUnit renders junit.xml: a case for each part of each run of each step
 // (named by sessions, run and part, so every name is unique, a repeat's
-// included), and one for the target. Each case's time is its step's judged
-// time in modelled seconds.
+// included), and one for the target. Times are wall seconds, as a CI
+// system reads them: the suite's is the run's wall time, a case's its
+// step's judged time at the run's time scale (0 on a virtual clock, whose
+// modelled time takes no set wall time); the modelled seconds are the
+// suite's properties time.modelled_s (the steps' judged time) and
+// time.scale.
 //
 // The target case is the run's verdict. A part that missed at a step above
 // the capacity was expected to miss: that is where the sweep found the
@@ -90,7 +95,9 @@ func JUnit(s Summary) ([]byte, error) {
 			{"cost", costLine(s.Cost)},
 			{"run_dir", s.RunDir},
 		},
+		Time: junitTime(s.WallS),
 	}
+	modelled := 0.0
 	held := s.Target != nil && s.Target.Verdict == verdict.Pass
 	c := s.Capacity
 	above := func(sessions int) bool {
@@ -119,7 +126,7 @@ func JUnit(s Summary) ([]byte, error) {
 			tc := JUnitCase{
 				Name:      fmt.Sprintf("%d sessions, %s: %s within the bar", st.Sessions, runWords, p.Name),
 				ClassName: fmt.Sprintf("%s.steps.%d_sessions", class, st.Sessions),
-				Time:      junitTime(st.EndS - st.MeasureStartS),
+				Time:      junitTime(wallOf(st.EndS-st.MeasureStartS, s.TimeScale)),
 			}
 			detail := strings.Join(append([]string{partLine(p)}, common...), "\n")
 			msg := fmt.Sprintf("%d sessions, %s: %s", st.Sessions, runWords, partLine(p))
@@ -134,10 +141,12 @@ func JUnit(s Summary) ([]byte, error) {
 				tc.Failure = &JUnitFailure{Type: string(p.Verdict), Message: msg, Text: detail}
 				suite.Failures++
 			}
-			suite.Time += tc.Time
 			suite.Cases = append(suite.Cases, tc)
 		}
+		modelled += junitTime(st.EndS - st.MeasureStartS)
 	}
+	suite.Properties = append(suite.Properties, JUnitProperty{"time.wall_s", secondsWords(s.WallS)},
+		JUnitProperty{"time.modelled_s", secondsWords(modelled)}, JUnitProperty{"time.scale", timeScaleWords(s.TimeScale)})
 	tc := JUnitCase{ClassName: class + ".target"}
 	if s.Target == nil {
 		tc.Name = "target holds the bar"
@@ -178,6 +187,11 @@ func junitTime(s float64) float64 {
 		return 0
 	}
 	return math.Round(s*1000) / 1000
+}
+
+// secondsWords is seconds to the millisecond.
+func secondsWords(v float64) string {
+	return strconv.FormatFloat(junitTime(v), 'f', -1, 64)
 }
 
 // stepMessage says which parts kept a step from passing.

@@ -278,8 +278,9 @@ func TestJUnitDecodesBack(t *testing.T) {
 			if ttft16.Name != "16 sessions, run 1: ttft within the bar" || ttft16.Failure != nil || !strings.HasPrefix(ttft16.SystemOut, "expected: 16 sessions is above the capacity") {
 				t.Errorf("16-session TTFT case = %+v, want a pass that says the miss was expected", ttft16)
 			}
-			if su.Cases[0].Failure != nil || su.Cases[0].Time != 540 {
-				t.Errorf("4-session case = %+v, want a pass of 540 judged seconds", su.Cases[0])
+			// 540 judged seconds at time scale 100: 5.4 wall seconds
+			if su.Cases[0].Failure != nil || su.Cases[0].Time != 5.4 {
+				t.Errorf("4-session case = %+v, want a pass of 5.4 wall seconds (540 judged modelled seconds at scale 100)", su.Cases[0])
 			}
 			tc := su.Cases[len(su.Cases)-1]
 			got := ""
