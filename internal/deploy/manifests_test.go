@@ -1,17 +1,13 @@
 package deploy
 
 import (
-	"bytes"
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/upload"
@@ -124,49 +120,6 @@ var rendered = []struct {
 #   kubectl -n headroom exec headroom-runs -- headroom runs pack --root /work/runs > runs.tar.gz
 #   kubectl -n headroom delete pod headroom-runs
 `, []string{"--set", "job.enabled=false", "--set", "runsReader.enabled=true", "--show-only", "templates/runs-reader.yaml"}},
-}
-
-// helmPath finds helm, or skips the test saying how to get it.
-func helmPath(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("helm"); err == nil {
-		return p
-	}
-	if gp, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
-		if p := filepath.Join(strings.TrimSpace(string(gp)), "bin", "helm"); fileExists(p) {
-			return p
-		}
-	}
-	t.Skip("helm not found, so helm lint and helm template were not run: go install helm.sh/helm/v3/cmd/helm@v3.22.0 (.ci/run does)")
-	return ""
-}
-
-func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
-
-// helm runs helm with its caches and config in a temporary folder.
-func helm(t *testing.T, args ...string) ([]byte, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, helmPath(t), args...)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return out, fmt.Errorf("helm %s: %v: %s%s", strings.Join(args, " "), err, stderr.String(), out)
-	}
-	return out, nil
-}
-
-func template(t *testing.T, args ...string) []byte {
-	t.Helper()
-	out, err := helm(t, append([]string{"template", "headroom", chartDir, "--namespace", "headroom"}, args...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
 }
 
 // typedDoc is one document decoded strictly into its Kubernetes type.
