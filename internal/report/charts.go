@@ -304,6 +304,7 @@ func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX floa
 	var out []curvePoint
 	for _, q := range pts {
 		if !q.measured {
+			p.occupy(box{q.x - 10, q.y - 10, q.x + 10, q.y + 10})
 			p.add(`<g class="not-measured"><title>%d sessions: %s not measured (no data)</title>%s</g>`+"\n", q.st.Sessions, esc(m.id), unknownMark(q.x, q.y))
 			continue
 		}
@@ -317,6 +318,7 @@ func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX floa
 		last := pts[n-1]
 		x := p.px(extraX)
 		dashed(last.x, last.y, x, last.y)
+		p.occupy(box{x - 10, last.y - 10, x + 10, last.y + 10})
 		p.add(`<g class="not-measured"><title>%s sessions: not run</title>%s</g>`+"\n", num1(extraX), unknownMark(x, last.y))
 		endX = x
 	}
@@ -344,13 +346,19 @@ func (g chartGeom) whisker(m stepMetric, st Step, x float64, col string, thin bo
 	if part, ok := bucketWide(st, m.id); ok && !thin {
 		p.add(`<g class="bucket-wide"><title>%d sessions: the interval %s–%s %s is the histogram bucket holding the P90; finer buckets would narrow it</title>`,
 			st.Sessions, num(part.Bucket[0]*m.scale), num(part.Bucket[1]*m.scale), esc(m.unit))
-		p.add(`<rect x="%.1f" y="%.1f" width="8" height="%.1f" fill="%s" fill-opacity="0.35" stroke="%s" stroke-width="1" stroke-dasharray="2 2"/>`, x-4, yhi, ylo-yhi, colNoData, colNoData)
-		p.add(`<text x="%.1f" y="%.1f" text-anchor="start" font-size="12" font-style="italic" fill="%s" stroke="#fff" stroke-width="3" paint-order="stroke">bucket</text></g>`+"\n", x+9, (ylo+yhi)/2+4, colMuted)
+		p.add(`<rect x="%.1f" y="%.1f" width="8" height="%.1f" fill="%s" fill-opacity="0.35" stroke="%s" stroke-width="1" stroke-dasharray="2 2"/></g>`+"\n", x-4, yhi, ylo-yhi, colNoData, colNoData)
+		p.label(x+9, (ylo+yhi)/2+4, "start", `font-size="12" font-style="italic" fill="`+colMuted+`"`, "bucket")
 	}
 	p.add(`<path d="M%.1f %.1f V%.1f M%.1f %.1f H%.1f" stroke="%s" stroke-width="%.1f" fill="none"%s/>`+"\n", x, ylo, yhi, x-6, ylo, x+6, col, width, dash)
 	if cutHi {
 		p.add(`<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n", x, yhi-2, x+6, yhi+8, x-6, yhi+8, col)
-		p.haloText(x+9, yhi+14, "start", `font-size="13" fill="`+col+`"`, "↑ "+num(v.Hi*m.scale))
+		// an earlier run's whisker stands left of the pooled one: its value
+		// goes on its left, the pooled one's on its right
+		if thin {
+			p.label(x-9, yhi+14, "end", `font-size="13" fill="`+col+`"`, "↑ "+num(v.Hi*m.scale))
+		} else {
+			p.label(x+9, yhi+14, "start", `font-size="13" fill="`+col+`"`, "↑ "+num(v.Hi*m.scale))
+		}
 	} else {
 		p.add(`<path d="M%.1f %.1f H%.1f" stroke="%s" stroke-width="%.1f"%s/>`+"\n", x-6, yhi, x+6, col, width, dash)
 	}
@@ -424,7 +432,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		if x > p.w-p.r-260 {
 			anchor, dx = "end", -8
 		}
-		p.haloText(x+dx, p.t+18, anchor, `font-size="14" font-weight="600" fill="#0550ae"`, capLabel)
+		p.keyLabel(0, x+dx, p.t+18, anchor, `font-size="14" font-weight="600" fill="#0550ae"`, capLabel)
 	}
 
 	// the earlier runs of repeated steps: hollow, just left of the pooled mark
@@ -453,11 +461,11 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		tip := fmt.Sprintf("%d sessions%s: %s %s, %s %s (95%% interval %s–%s)", q.st.Sessions, what, m.id, verdictWords(vd), num(v.Center*m.scale), m.unit, num(v.Lo*m.scale), num(v.Hi*m.scale))
 		p.add(`<g class="step"><title>%s</title>%s</g>`+"\n", esc(tip), marker(string(vd), q.x, q.y, 7))
 		if _, cut := p.clampY(v.Center * m.scale); cut {
-			p.haloText(q.x-10, q.y+5, "end", `font-size="13" fill="`+colInk+`"`, "↑ "+num(v.Center*m.scale))
+			p.label(q.x-10, q.y+5, "end", `font-size="13" fill="`+colInk+`"`, "↑ "+num(v.Center*m.scale))
 		}
 	}
 	if ext {
-		p.haloText(p.px(extX), p.py(g.top)+20, "middle", `font-size="13" fill="`+colMuted+`"`, "? not run")
+		p.keyLabel(0, p.px(extX), p.py(g.top)+20, "middle", `font-size="13" fill="`+colMuted+`"`, "? not run")
 	}
 
 	// ▲ on the bar's line; its label goes in the top row on the side of the
@@ -479,7 +487,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		if anchor == "end" && x < p.l+230 {
 			anchor, dx = "start", 10
 		}
-		p.haloText(x+dx, p.t+40, anchor, `font-size="14" font-weight="700" fill="`+colInk+`"`, "▲ "+words)
+		p.keyLabel(0, x+dx, p.t+40, anchor, `font-size="14" font-weight="700" fill="`+colInk+`"`, "▲ "+words)
 	}
 	p.legend(legend)
 	return p.svg(m.title + " against concurrent sessions")

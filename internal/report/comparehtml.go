@@ -16,23 +16,39 @@ type hbar struct {
 }
 
 // hbarChart draws one horizontal bar per recipe with its 95% interval as a
-// whisker; a bar whose ceiling was not reached ends in an open arrow.
-func hbarChart(bars []hbar, xlabel, title string) string {
+// whisker; a bar whose ceiling was not reached ends in an open arrow. Drawn
+// narrower than chartW (for a narrow window), each recipe's name goes on
+// its own line above its bar, so the bars keep the chart's width. The axis
+// reaches far enough that every bar's value fits after it.
+func hbarChart(bars []hbar, xlabel, title string, width float64) string {
+	narrow := width < chartW
+	p := &plot{w: width, l: 280, r: 40, t: 20, b: 64, y0: 0, y1: 1}
+	rowH, nTicks := 46.0, 6
+	if narrow {
+		p.l, rowH, nTicks = 24, 64, 4
+	}
+	plotW := p.w - p.l - p.r
 	top := 0.0
 	for _, b := range bars {
 		if b.none {
 			continue
 		}
-		top = math.Max(top, b.center)
-		if !math.IsInf(b.hi, 0) && !math.IsNaN(b.hi) {
-			top = math.Max(top, b.hi)
+		reach := b.center
+		if !b.atLeast && !math.IsInf(b.hi, 0) && !math.IsNaN(b.hi) {
+			reach = math.Max(reach, b.hi)
 		}
+		after := 8 + textW(b.text, 15, true)
+		if b.atLeast {
+			after += 16
+		}
+		// the value ends 4 px inside the chart: p.l + reach/top*plotW + after <= p.w-4
+		room := math.Max(p.w-4-p.l-after, 0.3*plotW)
+		top = math.Max(top, math.Max(reach*1.15, reach*plotW/room))
 	}
-	top = niceCeil(math.Max(top*1.15, 1e-9), 6)
-	rowH := 46.0
-	p := &plot{w: chartW, l: 280, r: 40, t: 20, b: 64, x0: 0, x1: top, y0: 0, y1: 1}
+	top = niceCeil(math.Max(top, 1e-9), nTicks)
+	p.x0, p.x1 = 0, top
 	p.h = p.t + p.b + rowH*float64(len(bars))
-	ticks := niceTicks(0, top, 6)
+	ticks := niceTicks(0, top, nTicks)
 	bottom := p.h - p.b
 	for _, x := range ticks {
 		xx := p.px(x)
@@ -44,7 +60,12 @@ func hbarChart(bars []hbar, xlabel, title string) string {
 	p.text((p.l+p.w-p.r)/2, p.h-12, "middle", `font-size="16" font-weight="600" fill="`+colInk+`"`, xlabel)
 	for i, b := range bars {
 		cy := p.t + rowH*(float64(i)+0.5)
-		p.text(p.l-12, cy+5, "end", `font-size="15" font-weight="600" fill="`+colInk+`"`, b.label)
+		if narrow {
+			cy += 10
+			p.text(p.l+2, cy-22, "start", `font-size="15" font-weight="600" fill="`+colInk+`"`, b.label)
+		} else {
+			p.text(p.l-12, cy+5, "end", `font-size="15" font-weight="600" fill="`+colInk+`"`, b.label)
+		}
 		if b.none {
 			p.text(p.l+10, cy+5, "start", `font-size="15" fill="`+colMuted+`"`, "n/a: no capacity measured")
 			continue
@@ -155,10 +176,12 @@ func (c Comparison) HTML() []byte {
 	perNode := compareBars(rows, func(s Summary) float64 { return float64(s.Recipe.Nodes) }, 1)
 	perDollar := compareBars(rows, func(s Summary) float64 { return s.Cost.USDPerHour / 100 }, 1)
 	writeFigure(&b, figure{id: "chart-per-node", title: "Concurrent sessions at the bar per node",
-		svg:     hbarChart(perNode, "concurrent sessions at the bar per node", "Concurrent sessions at the bar per node"),
+		svg:     hbarChart(perNode, "concurrent sessions at the bar per node", "Concurrent sessions at the bar per node", chartW),
+		narrow:  hbarChart(perNode, "concurrent sessions at the bar per node", "Concurrent sessions at the bar per node", halfW),
 		caption: "Capacity divided by the recipe's nodes; the whisker is the 95% interval; an arrow means every step passed and the ceiling is higher."})
 	writeFigure(&b, figure{id: "chart-per-dollar", title: "Concurrent sessions at the bar per $100 an hour",
-		svg:     hbarChart(perDollar, "concurrent sessions at the bar per $100 of GPU time an hour", "Concurrent sessions at the bar per $100 an hour"),
+		svg:     hbarChart(perDollar, "concurrent sessions at the bar per $100 of GPU time an hour", "Concurrent sessions at the bar per $100 an hour", chartW),
+		narrow:  hbarChart(perDollar, "concurrent sessions at the bar per $100 of GPU time an hour", "Concurrent sessions at the bar per $100 an hour", halfW),
 		caption: "Capacity divided by the recipe's hourly price, in hundreds of dollars: higher is more users for the money. It is 100 / ($ per session-hour)."})
 	b.WriteString("<footer>Written by headroom compare. This page loads nothing from the network and runs no script.</footer>\n</main>\n</body>\n</html>\n")
 	return []byte(b.String())

@@ -44,12 +44,14 @@ func overlayChart(runs []overlaid, m stepMetric, title string, width float64) st
 		prep = append(prep, prepared{curve, x, ext})
 	}
 	// room right of the last step for each line's name
-	longest := 0
+	longest := ""
 	for _, r := range runs {
-		longest = max(longest, len([]rune(r.name)))
+		if textW(r.name, 14, true) > textW(longest, 14, true) {
+			longest = r.name
+		}
 	}
 	plotW := width - 86 - 36
-	frac := math.Min(0.35, (30+7.8*float64(longest))/plotW)
+	frac := math.Min(0.35, (30+textW(longest, 14, true))/plotW)
 	xMax := math.Max(maxS+math.Max(1.5, 0.1*maxS), maxS/(1-frac))
 	var legend []legendItem
 	for i, r := range runs {
@@ -88,18 +90,20 @@ func overlayChart(runs []overlaid, m stepMetric, title string, width float64) st
 			p.add(`<g><title>%s</title>%s</g>`+"\n", esc(tip), shapeMark(i, q.x, q.y, col))
 		}
 		if len(pr.curve) > 0 {
-			p.haloText(endX+14, endY+5, "start", `font-size="14" font-weight="700" fill="`+col+`"`, r.name)
+			p.label(endX+14, endY+5, "start", `font-size="14" font-weight="700" fill="`+col+`"`, r.name)
 		}
 		p.add("</g>\n")
 		if at, ok := crossing(r.s, pr.curve, m); ok {
 			x := p.px(at)
 			p.add(`<g class="crossing" data-recipe="%s" data-sessions="%s"><title>%s crosses the bar at ≈ %s sessions</title>%s</g>`+"\n",
 				esc(r.name), num1(at), esc(r.name), num1(at), triangleCol(x, by, col))
-			labelY := by - 22 - 16*float64(i%4)
+			// above the line where the band is below it, and the other way
+			// round; a label in the way stacks them
+			labelY, dir := by-22, -1
 			if m.higherIsBetter {
-				labelY = by + 20 + 16*float64(i%4)
+				labelY, dir = by+20, 1
 			}
-			p.haloText(x, labelY, "middle", `font-size="13" font-weight="700" fill="`+col+`"`, num1(at))
+			p.keyLabel(dir, x, labelY, "middle", `font-size="13" font-weight="700" fill="`+col+`"`, num1(at))
 		}
 	}
 	p.legend(legend)

@@ -38,6 +38,8 @@ type plot struct {
 	l, r, t, b     float64 // margins around the plotting area
 	x0, x1, y0, y1 float64 // data domain
 	sb             strings.Builder
+	taken          []box   // text and marks drawn so far, which labels keep clear of
+	labels         []label // labels placed when the chart is finished
 }
 
 func newPlot(h, x0, x1, y0, y1 float64) *plot {
@@ -80,7 +82,7 @@ func (p *plot) legendRows(items []legendItem) int {
 	return rows
 }
 
-func legendItemW(it legendItem) float64 { return 30 + 7.3*float64(len([]rune(it.label))) }
+func legendItemW(it legendItem) float64 { return 30 + textW(it.label, 14, false) }
 
 func (p *plot) px(x float64) float64 { return p.l + (x-p.x0)/(p.x1-p.x0)*(p.w-p.l-p.r) }
 func (p *plot) py(y float64) float64 { return p.h - p.b - (y-p.y0)/(p.y1-p.y0)*(p.h-p.t-p.b) }
@@ -115,6 +117,8 @@ func (p *plot) haloText(x, y float64, anchor, attrs, s string) {
 }
 
 func (p *plot) text(x, y float64, anchor, attrs, s string) {
+	size, bold := fontOf(attrs)
+	p.occupy(textBox(x, y, anchor, size, bold, s))
 	p.add(`<text x="%.1f" y="%.1f" text-anchor="%s" %s>%s</text>`+"\n", x, y, anchor, attrs, esc(s))
 }
 
@@ -135,6 +139,8 @@ func (p *plot) axes(xticks, yticks []float64, xfmt, yfmt func(float64) string, x
 	p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n", p.l, p.l, top, bottom, colInk)
 	p.text((p.l+p.w-p.r)/2, p.h-12, "middle", `font-size="16" font-weight="600" fill="`+colInk+`"`, xlabel)
 	cy := (top + bottom) / 2
+	h := textW(ylabel, 16, true) / 2
+	p.occupy(box{22 - 0.93*16, cy - h, 22 + 0.24*16, cy + h})
 	p.add(`<text transform="translate(22 %.1f) rotate(-90)" text-anchor="middle" font-size="16" font-weight="600" fill="%s">%s</text>`+"\n", cy, colInk, esc(ylabel))
 }
 
@@ -152,6 +158,7 @@ func (p *plot) legend(items []legendItem) {
 		if x+w > p.w-p.r && x > p.l { // wrap onto the rows fitLegend made
 			x, y = p.l, y+legendRowH
 		}
+		p.occupy(box{x, y - 4, x + 24, y + 16})
 		p.add(`<g transform="translate(%.1f %.1f)">%s</g>`+"\n", x, y-4, it.mark)
 		p.text(x+30, y+11, "start", `font-size="14" fill="`+colInk+`"`, it.label)
 		x += w + 12
@@ -160,6 +167,7 @@ func (p *plot) legend(items []legendItem) {
 
 // svg wraps the marks as a standalone, scalable SVG element.
 func (p *plot) svg(label string) string {
+	p.placeLabels()
 	return fmt.Sprintf(`<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %.0f %.0f" width="100%%" role="img" aria-label="%s" %s>`+"\n<title>%s</title>\n%s</svg>\n",
 		p.w, p.h, esc(label), chartFont, esc(label), p.sb.String())
 }

@@ -83,7 +83,12 @@ func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, tit
 	p.axes(xt, niceTicks(0, top, 5), tickLabel, tickLabel, "modelled time since the run started ("+unit+")", ylabel)
 
 	if !have {
-		p.text((p.l+p.w-p.r)/2, (p.t+p.h-p.b)/2, "middle", `font-size="17" font-weight="600" fill="`+colMuted+`"`, missing)
+		// in as many lines as the plotting area's width needs
+		lines := wrapText(missing, 17, true, p.w-p.l-p.r-24)
+		y := (p.t+p.h-p.b)/2 - float64(len(lines)-1)*11
+		for i, line := range lines {
+			p.text((p.l+p.w-p.r)/2, y+float64(i)*22, "middle", `font-size="17" font-weight="600" fill="`+colMuted+`"`, line)
+		}
 	}
 	cols := int(p.w - p.l - p.r)
 	for _, l := range lines {
