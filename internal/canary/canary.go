@@ -1,0 +1,311 @@
+// Package canary runs a canary on live traffic: a router in front of two
+// recipes (today's, the baseline, and the candidate) sends a share of whole
+// sessions to the candidate, raised in steps; both sides are judged window
+// by window on the same bar from their own engines' metrics, with the
+// statistics of a recipe run (package verdict), and the candidate is
+// compared with the baseline on the same windows. A clear miss (the kill
+// switch's rule) sends the share back to 0 at once and fails the canary;
+// no data or too close holds the share; a candidate that holds with
+// confidence for the hold time at the last share is ready. See
+// docs/canary.md.
+package canary
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/signal"
+	"github.com/headroom-bench/headroom/internal/timescale"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// Plan is how a canary runs and is judged.
+type Plan struct {
+	// Shares are the candidate's share of new sessions at each step, rising
+	// (0.01, 0.05, 0.2).
+	Shares []float64
+	// Hold is the least time at a share before the candidate may move on:
+	// the windows since the step began must pass with confidence by then.
+	// At the last share it is the time the candidate must hold to be ready.
+	Hold time.Duration
+	// MaxHold ends the canary undecided when a share has held this long
+	// without deciding (no data or too close); 0 never does.
+	MaxHold time.Duration
+	// Window is the width of a judged window; Scrape how often both sides'
+	// metrics are read (Window a whole multiple of it).
+	Window, Scrape time.Duration
+	Bar            verdict.Bar
+	Options        verdict.Options
+	Kill           Kill
+	NoWorse        NoWorse
+}
+
+// Validate says what is wrong with a plan.
+func (p Plan) Validate() error {
+	var errs []error
+	if len(p.Shares) == 0 {
+		errs = append(errs, errors.New("shares: give the candidate's share at each step, such as [0.01, 0.05, 0.2]"))
+	}
+	for i, s := range p.Shares {
+		if !(s > 0 && s <= 1) {
+			errs = append(errs, fmt.Errorf("shares[%d]: %g is not a share in (0, 1]", i, s))
+		}
+		if i > 0 && s <= p.Shares[i-1] {
+			errs = append(errs, fmt.Errorf("shares[%d]: %g must be above the step before (%g)", i, s, p.Shares[i-1]))
+		}
+	}
+	if p.Window <= 0 || p.Scrape <= 0 || p.Window%p.Scrape != 0 {
+		errs = append(errs, fmt.Errorf("window %v must be a whole multiple of scrape %v, both > 0", p.Window, p.Scrape))
+	}
+	if p.Hold < 3*p.Window {
+		errs = append(errs, fmt.Errorf("hold %v must hold at least 3 windows of %v, so intervals can be bootstrapped", p.Hold, p.Window))
+	}
+	if p.MaxHold != 0 && p.MaxHold < p.Hold {
+		errs = append(errs, fmt.Errorf("max hold %v must be 0 (none) or at least the hold %v", p.MaxHold, p.Hold))
+	}
+	return errors.Join(errs...)
+}
+
+// Outcomes of a canary.
+const (
+	Ready     = "ready"     // held with confidence at the last share for the hold time
+	Failed    = "failed"    // a clear miss: the share went back to 0
+	Undecided = "undecided" // a share held MaxHold without deciding; the share is kept
+	Stopped   = "stopped"   // the context ended first; the share is kept
+)
+
+// Side is one side's judgement at a tick.
+type Side struct {
+	Verdict  verdict.Verdict `json:"verdict"`
+	Step     verdict.Step    `json:"step"`
+	Requests int             `json:"requests"` // chat requests routed to it since the share step began
+}
+
+// Tick is one judged window's end: both sides judged on the windows of the
+// share step so far, and what the controller decided.
+type Tick struct {
+	At        float64  `json:"at_s"` // modelled seconds since the canary began
+	Step      int      `json:"step"` // index into Plan.Shares
+	Share     float64  `json:"share"`
+	Windows   int      `json:"windows"`
+	Baseline  Side     `json:"baseline"`
+	Candidate Side     `json:"candidate"`
+	NoWorse   Compared `json:"no_worse"`
+	Miss      string   `json:"miss,omitempty"` // the kill switch's rule tripped on the candidate's last window
+	Decision  string   `json:"decision"`       // hold, raise, ready, rollback, undecided
+	Why       string   `json:"why"`
+	Router    Snapshot `json:"router"`
+}
+
+// StepRecord is one share step, as it went.
+type StepRecord struct {
+	Share   float64 `json:"share"`
+	StartS  float64 `json:"start_s"`
+	EndS    float64 `json:"end_s"`
+	Outcome string  `json:"outcome"` // raise, ready, rollback, undecided, stopped
+}
+
+// Result is a finished canary.
+type Result struct {
+	Outcome string       `json:"outcome"`
+	Reason  string       `json:"reason"`
+	Steps   []StepRecord `json:"steps"`
+	Ticks   []Tick       `json:"ticks"`
+	Final   Snapshot     `json:"final"`
+}
+
+// Scraper reads one side's engines (signal.Scraper).
+type Scraper interface {
+	Scrape(ctx context.Context, at time.Duration) (signal.Sample, error)
+}
+
+// Controller steps the share and judges both sides.
+type Controller struct {
+	Plan     Plan
+	Clock    *timescale.Clock
+	Router   *Router
+	Scrapers [2]Scraper // Baseline, Candidate
+	// OnTick, when set, sees every tick as it is decided (progress lines; a
+	// test's fault injection). It runs on the controller's goroutine.
+	OnTick func(Tick)
+	// Log receives scrape errors; nil discards them.
+	Log func(format string, args ...any)
+}
+
+// Run runs the canary until it is decided or ctx ends. On a virtual clock
+// it must run on a goroutine of the clock.
+func (c *Controller) Run(ctx context.Context) (Result, error) {
+	p := c.Plan
+	if err := p.Validate(); err != nil {
+		return Result{}, fmt.Errorf("canary: %w", err)
+	}
+	logf := c.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	origin := c.Clock.Now()
+	rel := func(t time.Duration) float64 { return (t - origin).Seconds() }
+	var res Result
+	var samples [2][]signal.Sample
+	scrape := func(at time.Duration) {
+		for side, s := range c.Scrapers {
+			smp, err := s.Scrape(ctx, at)
+			if err != nil {
+				logf("canary: %s metrics at %.0fs: %v", SideName(side), rel(at), err)
+				continue
+			}
+			samples[side] = append(samples[side], smp)
+		}
+	}
+	step := 0
+	stepStart := c.Clock.Now()
+	c.Router.SetShare(p.Shares[0])
+	res.Steps = append(res.Steps, StepRecord{Share: p.Shares[0], StartS: rel(stepStart)})
+	endStep := func(outcome string, at time.Duration) {
+		s := &res.Steps[len(res.Steps)-1]
+		s.EndS, s.Outcome = rel(at), outcome
+	}
+	scrape(stepStart)
+	next := stepStart
+	begun := false
+	for {
+		next += p.Scrape
+		if err := c.Clock.SleepUntil(ctx, next); err != nil {
+			endStep(Stopped, c.Clock.Now())
+			res.Outcome, res.Reason, res.Final = Stopped, "stopped before the canary was decided: "+err.Error(), c.Router.Snapshot()
+			return res, nil
+		}
+		scrape(next)
+		if step == 0 && !begun {
+			// A candidate that has answered nothing yet exposes no request
+			// counters (they appear with the first answer), and a window
+			// whose edge lacks them reads no data: the first share's
+			// judged time begins at the first scrape after its first
+			// answer ended.
+			if c.Router.Snapshot().Counts[Candidate].Finished == 0 {
+				stepStart = next
+				res.Steps[0].StartS = rel(next)
+				continue
+			}
+			begun = true
+			stepStart = next
+			res.Steps[0].StartS = rel(next)
+			continue
+		}
+		if (next-stepStart)%p.Window != 0 {
+			continue
+		}
+		t := c.judge(step, stepStart, next, samples)
+		t.At = rel(next)
+		held := next - stepStart
+		switch {
+		case t.Miss != "" || t.Candidate.Verdict == verdict.Fail || t.NoWorse.Verdict == verdict.Fail:
+			c.Router.Rollback()
+			t.Decision = "rollback"
+			switch {
+			case t.Miss != "":
+				t.Why = "clear miss on the candidate (the kill switch's rule): " + t.Miss
+			case t.Candidate.Verdict == verdict.Fail:
+				t.Why = "the candidate fails the bar with confidence: " + failedParts(t.Candidate.Step)
+			default:
+				t.Why = "the candidate is worse than today with confidence: " + failedComparisons(t.NoWorse)
+			}
+			res.Outcome, res.Reason = Failed, t.Why+"; its share went back to 0"
+		case held >= p.Hold && t.Candidate.Verdict == verdict.Pass && t.NoWorse.Verdict == verdict.Pass:
+			if step == len(p.Shares)-1 {
+				t.Decision, t.Why = Ready, fmt.Sprintf("held the bar and no worse than today with confidence for %v at the last share (%g)", held, p.Shares[step])
+				res.Outcome, res.Reason = Ready, t.Why
+				break
+			}
+			t.Decision, t.Why = "raise", fmt.Sprintf("held with confidence for %v at %g: raised to %g", held, p.Shares[step], p.Shares[step+1])
+		case p.MaxHold > 0 && held >= p.MaxHold:
+			t.Decision, t.Why = Undecided, fmt.Sprintf("held %v at %g without deciding (candidate %s, no worse than today %s): the share is kept", held, p.Shares[step], t.Candidate.Verdict, t.NoWorse.Verdict)
+			res.Outcome, res.Reason = Undecided, t.Why
+		default:
+			t.Decision, t.Why = "hold", holdWhy(t, held, p.Hold)
+		}
+		t.Router = c.Router.Snapshot()
+		res.Ticks = append(res.Ticks, t)
+		if c.OnTick != nil {
+			c.OnTick(t)
+		}
+		if res.Outcome != "" {
+			endStep(t.Decision, next)
+			res.Final = c.Router.Snapshot()
+			return res, nil
+		}
+		if t.Decision == "raise" {
+			endStep("raise", next)
+			step++
+			stepStart = next
+			c.Router.SetShare(p.Shares[step])
+			res.Steps = append(res.Steps, StepRecord{Share: p.Shares[step], StartS: rel(next)})
+		}
+	}
+}
+
+// judge judges both sides on the windows of the share step so far.
+func (c *Controller) judge(step int, from, to time.Duration, samples [2][]signal.Sample) Tick {
+	p := c.Plan
+	t := Tick{Step: step, Share: p.Shares[step]}
+	var js [2]judged
+	for side := range js {
+		obs := c.Router.Observations(side, from)
+		js[side] = judgeSide(p.Bar, p.Options, p.Window, samples[side], obs, from, to)
+		s := Side{Verdict: js[side].step.Verdict, Step: js[side].step, Requests: len(obs)}
+		if side == Baseline {
+			t.Baseline = s
+		} else {
+			t.Candidate = s
+		}
+	}
+	t.Windows = len(js[Candidate].windows)
+	t.NoWorse = compare(p.NoWorse, p.Options, js[Baseline], js[Candidate])
+	if ws := js[Candidate].windows; len(ws) > 0 {
+		snap := c.Router.Snapshot()
+		smp := samples[Candidate]
+		var recent []signal.Sample
+		for _, s := range smp {
+			if s.At >= from {
+				recent = append(recent, s)
+			}
+		}
+		t.Miss = clearMiss(p.Kill, p.Bar, recent, ws[len(ws)-1], snap.Live[Candidate])
+	}
+	return t
+}
+
+func holdWhy(t Tick, held, hold time.Duration) string {
+	if held < hold {
+		return fmt.Sprintf("%v of the %v hold so far (candidate %s, no worse than today %s)", held, hold, t.Candidate.Verdict, t.NoWorse.Verdict)
+	}
+	return fmt.Sprintf("the candidate reads %s and no worse than today %s: the share holds", t.Candidate.Verdict, t.NoWorse.Verdict)
+}
+
+func failedParts(st verdict.Step) string {
+	out := ""
+	for _, p := range st.Parts {
+		if p.Verdict == verdict.Fail {
+			if out != "" {
+				out += ", "
+			}
+			out += fmt.Sprintf("%s %s against a bar of %g", p.Name, p.Value, p.Bar)
+		}
+	}
+	return out
+}
+
+func failedComparisons(c Compared) string {
+	out := ""
+	for _, p := range c.Parts {
+		if p.Verdict == verdict.Fail {
+			if out != "" {
+				out += ", "
+			}
+			out += fmt.Sprintf("%s %s past %g (%s)", p.Name, p.Value, p.Limit, p.Why)
+		}
+	}
+	return out
+}
