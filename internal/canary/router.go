@@ -40,7 +40,7 @@ type Observation struct {
 	// answer's first byte went out, the answer ended (First is 0 when no
 	// byte came).
 	Arrival, First, End time.Duration
-	Status             int
+	Status              int
 	// NotReached is a request whose side could not be reached (the
 	// recording proxy answered 502 itself).
 	NotReached bool
