@@ -34,6 +34,9 @@ type Run struct {
 	// Deploy says what becomes of the candidate when the run is over
 	// (recipe.deploy says how it is put up).
 	Deploy Deploy `json:"deploy,omitempty"`
+	// Canary, when set, is a canary on live traffic (headroom canary; see
+	// canary.go): this recipe is the candidate.
+	Canary *Canary `json:"canary,omitempty"`
 	// TimeScale runs the clock this many times faster than modelled time, or
 	// "virtual": modelled time jumps from event to event, so a simulated run
 	// takes as long as its computation. Only the built-in simulator can
@@ -340,6 +343,9 @@ func (r *Run) fillDefaults() {
 	if s.MaxStepS == 0 {
 		s.MaxStepS = 2 * s.StepS
 	}
+	if r.Canary != nil {
+		r.Canary.fillDefaults()
+	}
 	if g := r.Notify.GitHub; g != nil && g.TokenEnv == "" {
 		g.TokenEnv = "GITHUB_TOKEN"
 	}
@@ -486,6 +492,7 @@ func (r Run) Validate() error {
 	}
 	errs = append(errs, r.checkGitHub()...)
 	errs = append(errs, r.checkDeploy()...)
+	errs = append(errs, r.checkCanary()...)
 	e := r.Evals
 	for i, name := range e.Suites {
 		if name != "tool_calling" && name != "long_context_readback" {
