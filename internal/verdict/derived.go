@@ -89,10 +89,19 @@ func (j judge) derivedP90() (r quantileResult, ok bool, why string) {
 	for _, w := range ws {
 		r.observations += w.tokens
 	}
-	lo, hi, ok := stats.Bootstrap(len(ws), func(idx []int) (float64, bool) { return weightedP90(ws, idx) }, j.o.bootstrap())
+	scores := make([]float64, len(ws))
+	for i, w := range ws {
+		in := 0.0
+		if w.perToken <= v {
+			in = 1
+		}
+		scores[i] = w.tokens * (in - 0.9)
+	}
+	block := j.blockFor(scores)
+	lo, hi, ok := stats.Bootstrap(len(ws), func(idx []int) (float64, bool) { return weightedP90(ws, idx) }, j.boot(block))
 	if ok && len(ws) >= 2 {
 		var sp Spread
-		lo, hi, sp, ok = j.spread(v, lo, hi, len(ws), j.widening(clientTPOT, stats.WeightedQuantile(0.9)), true)
+		lo, hi, sp, ok = j.spread(v, lo, hi, len(ws), block, j.widening(clientTPOT, stats.WeightedQuantile(0.9), block), true)
 		r.spread = &sp
 	}
 	if !ok || len(ws) < 2 {

@@ -105,6 +105,11 @@ func (j judge) errors(bar float64) Part {
 		return p
 	}
 	rate := sumE / sumP
+	scores := make([]float64, n)
+	for i := range n {
+		scores[i] = errs[i] - rate*planned[i]
+	}
+	block := j.blockFor(scores)
 	lo, hi, ok := stats.Bootstrap(n, func(idx []int) (float64, bool) {
 		e, d := 0.0, 0.0
 		for _, i := range idx {
@@ -112,10 +117,10 @@ func (j judge) errors(bar float64) Part {
 			d += planned[i]
 		}
 		return e / d, d > 0
-	}, j.o.bootstrap())
+	}, j.boot(block))
 	if ok {
 		var sp Spread
-		lo, hi, sp, ok = j.spread(rate, lo, hi, n, j.widening(clientFailed, stats.WeightedMean), false)
+		lo, hi, sp, ok = j.spread(rate, lo, hi, n, block, j.widening(clientFailed, stats.WeightedMean, block), false)
 		p.Spread = &sp
 	}
 	if !ok {

@@ -74,7 +74,7 @@ const (
 // as well as windows stretches the interval of the quantity's statistic.
 // Latencies are taken on the log scale, where their spread is about
 // symmetric (a quantile of the logs is the log of the quantile).
-func (j judge) widening(q clientQuantity, stat stats.Weighted) stats.Widening {
+func (j judge) widening(q clientQuantity, stat stats.Weighted, block int) stats.Widening {
 	if len(j.reqs) == 0 {
 		return stats.Widening{}
 	}
@@ -116,17 +116,34 @@ func (j judge) widening(q clientQuantity, stat stats.Weighted) stats.Widening {
 	}
 	slices.SortStableFunc(obs, func(a, b stats.Obs) int { return cmp.Compare(a.Value, b.Value) })
 	o := j.o.bootstrap()
+	o.Block = block
 	o.Resamples = min(o.Resamples, 1000) // a ratio of reaches, not an interval: fewer resamples do
 	return stats.ClusterWidening(obs, len(j.windows), len(ids), stat, o)
 }
 
+// blockFor is the moving-block length for a part whose windows score as
+// scores (stats.AutoBlockLength reads them), or the length the options fix.
+func (j judge) blockFor(scores []float64) int {
+	if j.o.Block > 0 {
+		return j.o.Block
+	}
+	return stats.AutoBlockLength(scores)
+}
+
+// boot is the bootstrap options with moving blocks of block windows.
+func (j judge) boot(block int) stats.BootstrapOptions {
+	o := j.o.bootstrap()
+	o.Block = block
+	return o
+}
+
 // spread widens a window bootstrap interval [lo, hi] of value v over n
-// windows: its reach is expanded for the few blocks it resampled, then
+// windows resampled in moving blocks of block (0: stats.BlockLength(n)):
+// its reach is expanded for the few blocks it resampled, then
 // stretched by what resampling the client's records by session adds (w),
 // on the log scale when logScale (a latency, v > 0; w must be of logs too).
 // ok is false when there are too few blocks to say anything (fewer than 2).
-func (j judge) spread(v, lo, hi float64, n int, w stats.Widening, logScale bool) (float64, float64, Spread, bool) {
-	block := j.o.Block
+func (j judge) spread(v, lo, hi float64, n, block int, w stats.Widening, logScale bool) (float64, float64, Spread, bool) {
 	if block == 0 {
 		block = stats.BlockLength(n)
 	}

@@ -101,8 +101,8 @@ func TestIntervalsCarryTheSessionsARunDrew(t *testing.T) {
 		sq += pw.Value.Center * pw.Value.Center
 		widthAlone += pa.Value.Hi - pa.Value.Lo
 		widthWith += pw.Value.Hi - pw.Value.Lo
-		if pw.Spread == nil || pw.Spread.Sessions != sessions || pw.Spread.Block != stats.BlockLength(windows) {
-			t.Fatalf("run %d: spread %+v, want %d sessions and blocks of %d windows", run, pw.Spread, sessions, stats.BlockLength(windows))
+		if pw.Spread == nil || pw.Spread.Sessions != sessions || pw.Spread.Block < stats.BlockLength(windows) {
+			t.Fatalf("run %d: spread %+v, want %d sessions and blocks of at least %d windows", run, pw.Spread, sessions, stats.BlockLength(windows))
 		}
 		if pw.Value.Lo > pa.Value.Lo || pw.Value.Hi < pa.Value.Hi {
 			t.Fatalf("run %d: the interval with sessions %v is narrower than the windows' alone %v", run, pw.Value, pa.Value)
@@ -130,8 +130,9 @@ func TestJudgeWithoutRecordsCarriesWindowsOnly(t *testing.T) {
 	ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(20)
 	ls := load(20, 100, 100)
 	p, _ := Judge(bar, ws, ls, DefaultOptions()).Part(PartTTFT)
-	if p.Spread == nil || p.Spread.Sessions != 0 || p.Spread.Windows != 20 || p.Spread.Block != 3 || !(p.Spread.Expansion > 1) {
-		t.Errorf("spread %+v, want 20 windows in blocks of 3, expanded, no sessions", p.Spread)
+	if p.Spread == nil || p.Spread.Sessions != 0 || p.Spread.Windows != 20 || p.Spread.Block < 3 || !(p.Spread.Expansion > 1) {
+		// the windows wobble with period 3, so the automatic block may be longer
+		t.Errorf("spread %+v, want 20 windows in blocks of at least 3, expanded, no sessions", p.Spread)
 	}
 	var one []Request
 	for w := range ws {

@@ -334,10 +334,11 @@ func (j judge) p90(name string, q clientQuantity) (r quantileResult, ok bool, wh
 		return r, false, fmt.Sprintf("%s has no observations in the step", name)
 	}
 	r.v, r.bucket = v, [2]float64{blo, bhi}
-	lo, hi, ok, err := stats.BootstrapQuantile(hs, 0.9, j.o.bootstrap())
+	block := j.blockFor(stats.QuantileScores(hs, v, 0.9))
+	lo, hi, ok, err := stats.BootstrapQuantile(hs, 0.9, j.boot(block))
 	if ok && err == nil {
 		var sp Spread
-		lo, hi, sp, ok = j.spread(v, lo, hi, len(hs), j.widening(q, stats.WeightedQuantile(0.9)), true)
+		lo, hi, sp, ok = j.spread(v, lo, hi, len(hs), block, j.widening(q, stats.WeightedQuantile(0.9), block), true)
 		r.spread = &sp
 	}
 	if err != nil || !ok {
