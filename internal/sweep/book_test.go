@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/load"
@@ -58,29 +59,34 @@ func (r *reseedLoad) Reseed(epoch int) {
 	r.atStep = append(r.atStep, step)
 }
 
+// TestRepeatsDrawFreshPlays runs in a synctest bubble, as the runner's
+// other tests do: on the wall clock at x1000 a loaded host read its first
+// step no data and never repeated (issue 22.1).
 func TestRepeatsDrawFreshPlays(t *testing.T) {
-	r, fl := newRunner(t, []int{2, 4, 6, 8, 10}, 1.2)
-	r.Plan.Repeat = true
-	rl := &reseedLoad{fakeLoad: fl}
-	r.Load = rl
-	res, err := r.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	firstRepeat := -1
-	for _, s := range res.Steps {
-		if s.RepeatOf >= 0 {
-			firstRepeat = s.Index
-			break
+	synctest.Test(t, func(t *testing.T) {
+		r, fl := newRunner(t, []int{2, 4, 6, 8, 10}, 1.2)
+		r.Plan.Repeat = true
+		rl := &reseedLoad{fakeLoad: fl}
+		r.Load = rl
+		res, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if firstRepeat < 0 {
-		t.Fatal("no step was repeated")
-	}
-	// the last climbing step's end labels what follows as the next step's
-	if len(rl.epochs) == 0 || rl.epochs[0] == 0 || rl.atStep[0] != firstRepeat {
-		t.Errorf("Reseed calls %v at steps %v; want one with a new epoch before the first repeat (step %d)", rl.epochs, rl.atStep, firstRepeat)
-	}
+		firstRepeat := -1
+		for _, s := range res.Steps {
+			if s.RepeatOf >= 0 {
+				firstRepeat = s.Index
+				break
+			}
+		}
+		if firstRepeat < 0 {
+			t.Fatal("no step was repeated")
+		}
+		// the last climbing step's end labels what follows as the next step's
+		if len(rl.epochs) == 0 || rl.epochs[0] == 0 || rl.atStep[0] != firstRepeat {
+			t.Errorf("Reseed calls %v at steps %v; want one with a new epoch before the first repeat (step %d)", rl.epochs, rl.atStep, firstRepeat)
+		}
+	})
 }
 
 // refuser streams like vLLM and refuses the listed requests (1-based) with
