@@ -7,10 +7,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/upload"
+	"github.com/headroom-bench/headroom/internal/verdict"
 	"github.com/spf13/cobra"
 )
 
@@ -44,37 +48,127 @@ func runsListCmd(stdout io.Writer) *cobra.Command {
 	var root string
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "list",
-		Short: "List the run directories under a folder, newest first",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		Use:   "list [DIR]",
+		Short: "List the run directories under a folder, newest first, with each run's capacity and verdict",
+		Long: `List the run directories under DIR (or --root; default runs), newest
+first: each run's name (recipe/time), whether it finished (wrote
+summary.json), its capacity, its verdict on the target (pass, fail, too
+close to call, no data; "no target" when the run file set none, "rig error"
+when the run ended in one), and its files.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				if cmd.Flags().Changed("root") && args[0] != root {
+					return fmt.Errorf("runs list: give the folder once, as DIR (%s) or as --root (%s)", args[0], root)
+				}
+				root = args[0]
+			}
 			runs, err := upload.ListRuns(root)
 			if err != nil {
 				return err
 			}
+			listed := make([]listedRun, len(runs))
+			for i, r := range runs {
+				listed[i] = readListedRun(root, r)
+			}
 			if asJSON {
-				if runs == nil {
-					runs = []upload.Run{}
-				}
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(runs)
+				return enc.Encode(listed)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "RUN\tFINISHED\tFILES\tSIZE\tMODIFIED")
-			for _, r := range runs {
+			fmt.Fprintln(tw, "RUN\tFINISHED\tCAPACITY\tVERDICT\tFILES\tSIZE\tMODIFIED")
+			for _, r := range listed {
 				fin := "yes"
 				if !r.Finished {
 					fin = "no (no summary.json)"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.Name, fin, r.Files, size(r.Bytes), r.Modified.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Name, fin, dashIfEmpty(r.capacityCell), dashIfEmpty(r.verdictCell), r.Files, size(r.Bytes), r.Modified.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
 	}
-	c.Flags().StringVar(&root, "root", "runs", "the folder run directories are written under (the run file's output)")
+	c.Flags().StringVar(&root, "root", "runs", "the folder run directories are written under (the run file's output); DIR says it too")
 	c.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
 	return c
+}
+
+// listedRun is one line of 'runs list': the directory, and what its
+// summary.json says.
+type listedRun struct {
+	upload.Run
+	// Capacity is the summary's capacity line; empty for a run that did
+	// not finish.
+	Capacity string `json:"capacity,omitempty"`
+	// CapacitySessions is the capacity's sessions (0 when not
+	// established), Target the target's sessions (0 when none was set).
+	CapacitySessions float64 `json:"capacity_sessions,omitempty"`
+	Target           int     `json:"target,omitempty"`
+	// Verdict is the target's verdict (pass, fail, too_close, no_data),
+	// no_target or rig_error; empty for a run that did not finish.
+	Verdict string `json:"verdict,omitempty"`
+	// Error is why summary.json could not be read, or the run's rig error.
+	Error string `json:"error,omitempty"`
+
+	capacityCell, verdictCell string
+}
+
+// readListedRun reads the capacity and the verdict from r's summary.json.
+func readListedRun(root string, r upload.Run) listedRun {
+	out := listedRun{Run: r}
+	if !r.Finished {
+		return out
+	}
+	path := filepath.Join(root, filepath.FromSlash(r.Name), "summary.json")
+	b, err := os.ReadFile(path)
+	var s report.Summary
+	if err == nil {
+		err = json.Unmarshal(b, &s)
+	}
+	if err != nil {
+		out.Error = fmt.Sprintf("%s: %v", path, err)
+		out.capacityCell, out.verdictCell = "unreadable summary.json", "-"
+		return out
+	}
+	c := s.Capacity
+	out.Capacity, out.CapacitySessions = c.String(), c.Sessions
+	switch {
+	case len(s.Steps) == 0:
+		out.Capacity, out.capacityCell = "not measured (no step was judged)", "not measured"
+	case c.AtLeast:
+		out.capacityCell = fmt.Sprintf(">= %g", c.Sessions)
+	case c.Sessions == 0 && strings.HasPrefix(c.LimitedBy, "no data"):
+		out.capacityCell = "no data"
+	case c.BelowFirst || c.NotEstablished:
+		out.capacityCell = "not established"
+	default:
+		hi := strconv.FormatFloat(c.Hi, 'f', 1, 64)
+		if c.HiOpen {
+			hi = ">=" + hi
+		}
+		out.capacityCell = fmt.Sprintf("%.1f (%.1f-%s)", c.Sessions, c.Lo, hi)
+	}
+	switch {
+	case s.Error != "":
+		out.Verdict, out.Error, out.verdictCell = "rig_error", s.Error, "rig error"
+	case s.Target == nil:
+		out.Verdict, out.verdictCell = "no_target", "no target"
+	default:
+		out.Target, out.Verdict = s.Target.Sessions, string(s.Target.Verdict)
+		words := map[verdict.Verdict]string{verdict.TooClose: "too close to call", verdict.NoData: "no data"}[s.Target.Verdict]
+		if words == "" {
+			words = string(s.Target.Verdict)
+		}
+		out.verdictCell = fmt.Sprintf("%s at %d sessions", words, s.Target.Sessions)
+	}
+	return out
+}
+
+func dashIfEmpty(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func size(b int64) string {

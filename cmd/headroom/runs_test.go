@@ -15,6 +15,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/sweep"
+	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 // lockedBuffer is a bytes.Buffer safe to write from the serving goroutine
@@ -166,5 +170,72 @@ func TestRunsUpload(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "2 files") || !strings.Contains(out.String(), "s3://bench/hr/recipe-0/20261129T093000Z/") {
 		t.Errorf("output %q", out.String())
+	}
+}
+
+// TestRunsListTakesTheFolderAndShowsVerdicts: `runs list DIR` failed
+// ("unknown command"), and the list showed no capacity or verdict.
+func TestRunsListTakesTheFolderAndShowsVerdicts(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "runs")
+	mk := func(name string, s *report.Summary) {
+		d := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "config.yaml"), []byte("recipe: {name: r}\n"), 0o644)
+		if s != nil {
+			b, _ := json.Marshal(s)
+			os.WriteFile(filepath.Join(d, "summary.json"), b, 0o644)
+		}
+	}
+	step := []report.Step{{Sessions: 8}}
+	mk("recipe-1/20261201T090000Z", &report.Summary{Steps: step, Capacity: sweep.Capacity{Sessions: 9.2, Lo: 8.9, Hi: 10.1, LimitedBy: "interactivity"},
+		Target: &sweep.TargetVerdict{Sessions: 8, Verdict: verdict.Pass}})
+	mk("recipe-2/20261201T100000Z", &report.Summary{Steps: step, Capacity: sweep.Capacity{Sessions: 3.5, Lo: 2.1, Hi: 4.4, LimitedBy: "ttft"},
+		Target: &sweep.TargetVerdict{Sessions: 8, Verdict: verdict.Fail}})
+	mk("recipe-3/20261201T110000Z", &report.Summary{Steps: step, Capacity: sweep.Capacity{Sessions: 16, AtLeast: true}})
+	mk("recipe-4/20261201T120000Z", nil) // still running, or killed
+
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"runs", "list", root}, &out, &out); err != nil {
+		t.Fatalf("runs list DIR: %v\n%s", err, out.String())
+	}
+	text := out.String()
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^RUN\s+FINISHED\s+CAPACITY\s+VERDICT\s+FILES`),
+		regexp.MustCompile(`(?m)^recipe-1/20261201T090000Z\s+yes\s+9\.2 \(8\.9-10\.1\)\s+pass at 8 sessions\s`),
+		regexp.MustCompile(`(?m)^recipe-2/20261201T100000Z\s+yes\s+3\.5 \(2\.1-4\.4\)\s+fail at 8 sessions\s`),
+		regexp.MustCompile(`(?m)^recipe-3/20261201T110000Z\s+yes\s+>= 16\s+no target\s`),
+		regexp.MustCompile(`(?m)^recipe-4/20261201T120000Z\s+no \(no summary\.json\)\s+-\s+-\s`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("runs list lacks a line matching %s:\n%s", want, text)
+		}
+	}
+
+	out.Reset()
+	if err := run(context.Background(), []string{"runs", "list", "--json", root}, &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	var listed []struct {
+		Name     string  `json:"name"`
+		Capacity float64 `json:"capacity_sessions"`
+		Verdict  string  `json:"verdict"`
+		Target   int     `json:"target"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &listed); err != nil || len(listed) != 4 {
+		t.Fatalf("runs list --json: %v\n%s", err, out.String())
+	}
+	byName := map[string]int{}
+	for i, l := range listed {
+		byName[l.Name] = i
+	}
+	if l := listed[byName["recipe-2/20261201T100000Z"]]; l.Capacity != 3.5 || l.Verdict != "fail" || l.Target != 8 {
+		t.Errorf("recipe-2 in JSON: %+v", l)
+	}
+
+	// the folder given twice, two ways, is refused
+	if err := run(context.Background(), []string{"runs", "list", "--root", "elsewhere", root}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "give the folder once") {
+		t.Errorf("DIR and a different --root: %v", err)
 	}
 }
