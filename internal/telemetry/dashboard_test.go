@@ -20,6 +20,7 @@ type dashboard struct {
 			Name  string `json:"name"`
 			Type  string `json:"type"`
 			Query any    `json:"query"`
+			Regex string `json:"regex"`
 		} `json:"list"`
 	} `json:"templating"`
 	Panels []panel `json:"panels"`
@@ -46,9 +47,10 @@ type panel struct {
 		} `json:"defaults"`
 	} `json:"fieldConfig"`
 	Targets []struct {
-		RefID   string `json:"refId"`
-		Expr    string `json:"expr"`
-		Instant bool   `json:"instant"`
+		RefID        string `json:"refId"`
+		Expr         string `json:"expr"`
+		Instant      bool   `json:"instant"`
+		LegendFormat string `json:"legendFormat"`
 	} `json:"targets"`
 	Transformations []struct {
 		ID      string `json:"id"`
@@ -271,7 +273,7 @@ func TestDashboardDrawsTheBar(t *testing.T) {
 			}
 			if strings.HasPrefix(tg.Expr, "headroom_bar_") {
 				bar = tg.RefID
-				bars[tg.Expr] = true
+				bars[strings.SplitN(tg.Expr, "{", 2)[0]] = true
 				if !tg.Instant {
 					t.Errorf("%q: the bar query %s is not instant", p.Title, tg.Expr)
 				}
@@ -387,5 +389,142 @@ func TestHelpNamesRealMetrics(t *testing.T) {
 	}
 	if !slices.Contains(Phases, "mini evals") || !slices.Contains(Phases, "rollout") {
 		t.Errorf("Phases %v are not the phases rig names", Phases)
+	}
+}
+
+// variable is the dashboard's variable name and its query ("" if none).
+func (d dashboard) variable(name string) (query, regex string, ok bool) {
+	for _, v := range d.Templating.List {
+		if v.Name != name {
+			continue
+		}
+		switch q := v.Query.(type) {
+		case map[string]any:
+			query, _ = q["query"].(string)
+		case string:
+			query = q
+		}
+		return query, v.Regex, true
+	}
+	return "", "", false
+}
+
+// TestDashboardP90PanelsComputeP90s: "SGLang: P90 interactivity" plotted
+// a mean (the histogram's _count over its _sum). A panel whose title says
+// P90 plots headroom's own running P90 or a histogram_quantile(0.9, ...)
+// over the rate of a histogram's buckets; a mean beside it says so in its
+// legend.
+func TestDashboardP90PanelsComputeP90s(t *testing.T) {
+	d := readDashboard(t)
+	p90 := regexp.MustCompile(`histogram_quantile\(\s*0\.9\s*,\s*sum by \(le\) \(rate\([a-z_:]+_bucket\{[^}]*\}\[\$__rate_interval\]\)\)\)`)
+	seen := 0
+	for _, p := range d.Panels {
+		if !strings.Contains(p.Title, "P90") {
+			continue
+		}
+		seen++
+		quantiles := 0
+		for _, tg := range p.Targets {
+			e := tg.Expr
+			switch {
+			case strings.HasPrefix(e, "headroom_bar_"):
+			case strings.HasPrefix(e, "headroom_") && strings.Contains(e, "_p90_"):
+				quantiles++ // headroom's own running P90
+			case p90.MatchString(e):
+				quantiles++
+			case strings.Contains(e, "_count") && strings.Contains(e, "_sum"):
+				if !strings.Contains(strings.ToLower(tg.LegendFormat), "mean") {
+					t.Errorf("%q: %s is a mean, and its legend %q does not say so", p.Title, e, tg.LegendFormat)
+				}
+			default:
+				t.Errorf("%q: %s is no P90 from a histogram's buckets", p.Title, e)
+			}
+		}
+		if quantiles == 0 {
+			t.Errorf("%q plots no P90", p.Title)
+		}
+	}
+	if seen < 8 {
+		t.Errorf("%d P90 panels, want headroom's and each engine's", seen)
+	}
+}
+
+// TestDashboardModelVariableCoversEveryEngine: $model was filled from vLLM
+// and SGLang only, so Modelplane's panels (gen_ai_request_model=~"$model")
+// worked only with All. Every label a panel matches against $model is one
+// the variable reads, and its regex takes the value from each.
+func TestDashboardModelVariableCoversEveryEngine(t *testing.T) {
+	d := readDashboard(t)
+	query, regex, ok := d.variable("model")
+	if !ok {
+		t.Fatal("no $model variable")
+	}
+	labels := map[string]bool{}
+	byModel := regexp.MustCompile(`([a-z_]+)=~"\$model"`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range byModel.FindAllStringSubmatch(tg.Expr, -1) {
+				labels[m[1]] = true
+			}
+		}
+	}
+	if !labels["gen_ai_request_model"] || !labels["model_name"] {
+		t.Fatalf("panels match $model against %v, want Modelplane's gen_ai_request_model and vLLM's and SGLang's model_name", labels)
+	}
+	// the series the variable reads: each engine's
+	for _, m := range []string{"vllm:", "sglang:", "modelplane_frontend_"} {
+		if !slices.ContainsFunc(metricNames(query), func(n string) bool { return strings.HasPrefix(n, m) }) {
+			t.Errorf("$model (%s) reads no %s series", query, m)
+		}
+	}
+	if strings.HasPrefix(query, "label_values(") {
+		// one label only: label_values cannot read two
+		if len(labels) > 1 {
+			t.Fatalf("$model is label_values(...) of one label, and the panels match it against %v", labels)
+		}
+		return
+	}
+	re, err := regexp.Compile(strings.TrimSuffix(strings.TrimPrefix(regex, "/"), "/"))
+	if err != nil || regex == "" {
+		t.Fatalf("$model's regex %q: %v", regex, err)
+	}
+	// a query_result answer names each series by its labels
+	for l := range labels {
+		if !strings.Contains(query, l) {
+			t.Errorf("$model (%s) does not keep the label %s", query, l)
+		}
+		line := `{` + l + `="glm-4.5-air"} 3 1764660000000`
+		if m := re.FindStringSubmatch(line); len(m) != 2 || m[1] != "glm-4.5-air" {
+			t.Errorf("$model's regex %s takes %q from %s, want glm-4.5-air", regex, m, line)
+		}
+	}
+}
+
+// TestDashboardHeadroomPanelsFilterByJobAndNamespace: headroom's own
+// series had no job or namespace filter, so two runs scraped at once
+// mixed. Every headroom_* selector matches $headroom_namespace and
+// $headroom_job, read from headroom_run_info.
+func TestDashboardHeadroomPanelsFilterByJobAndNamespace(t *testing.T) {
+	d := readDashboard(t)
+	for _, v := range []string{"headroom_namespace", "headroom_job"} {
+		q, _, ok := d.variable(v)
+		if !ok || !slices.Contains(metricNames(q), "headroom_run_info") {
+			t.Errorf("$%s: %q, want a variable read from headroom_run_info", v, q)
+		}
+	}
+	selector := regexp.MustCompile(`\b(headroom_[a-z0-9_]+)\b(\{[^}]*\})?`)
+	n := 0
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			for _, m := range selector.FindAllStringSubmatch(tg.Expr, -1) {
+				n++
+				if !strings.Contains(m[2], `namespace=~"$headroom_namespace"`) || !strings.Contains(m[2], `job=~"$headroom_job"`) {
+					t.Errorf("%q: %s%s has no $headroom_namespace and $headroom_job filter", p.Title, m[1], m[2])
+				}
+			}
+		}
+	}
+	if n < 12 {
+		t.Errorf("%d headroom_* selectors, want the headroom panels' and every bar", n)
 	}
 }
