@@ -3,6 +3,7 @@ package report
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"html"
 	"math"
 	"os"
@@ -254,5 +255,39 @@ func TestChartTextReadableAt700(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTickLabelsKeepApart: at 760 px a step run at 15 sessions and the
+// next, not run, at 16 printed their ticks' labels 2 px apart ("1516").
+// A label that would come within 6 px of one already drawn is left off,
+// the step run keeping its own.
+func TestTickLabelsKeepApart(t *testing.T) {
+	p := newPlotW(halfW, 400, 0, 30, 0, 1)
+	p.axes([]float64{0, 10, 15, 20, 25, 16}, []float64{0, 1}, tickLabel, tickLabel, "concurrent sessions", "y")
+	svg := p.svg("ticks")
+	var got []string
+	var boxes []box
+	for _, m := range svgTextRe.FindAllStringSubmatch(svg, -1) {
+		y, _ := strconv.ParseFloat(m[2], 64)
+		if y != p.h-p.b+24 {
+			continue
+		}
+		x, _ := strconv.ParseFloat(m[1], 64)
+		got = append(got, m[5])
+		boxes = append(boxes, textBox(x, y, m[3], 15, false, m[5]))
+	}
+	if strings.Join(got, " ") != "0 10 15 20 25" {
+		t.Errorf("x tick labels %q, want 0 10 15 20 25 (16, 2 px from 15, left off)", got)
+	}
+	for i := range boxes {
+		for j := i + 1; j < len(boxes); j++ {
+			if gap := max(boxes[j].x0-boxes[i].x1, boxes[i].x0-boxes[j].x1); gap < 6 {
+				t.Errorf("tick labels %s and %s are %.1f px apart, want at least 6", got[i], got[j], gap)
+			}
+		}
+	}
+	if n := strings.Count(svg, fmt.Sprintf(`y1="%.1f" y2="%.1f"`, p.h-p.b, p.h-p.b+6)); n != 6 {
+		t.Errorf("%d tick marks, want the 6 ticks kept, labelled or not", n)
 	}
 }

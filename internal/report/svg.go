@@ -130,10 +130,22 @@ func (p *plot) axes(xticks, yticks []float64, xfmt, yfmt func(float64) string, x
 		p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", p.l, p.w-p.r, yy, yy, colGrid)
 		p.text(p.l-10, yy+5, "end", `font-size="15" fill="`+colInk+`"`, yfmt(y))
 	}
+	// a tick's label that would come within 6 px of one already drawn (in
+	// the order given: the steps run before a step not run) is left off,
+	// where "15" and "16" would read as "1516"; its tick stays
+	var labelled []box
 	for _, x := range xticks {
 		xx := p.px(x)
 		p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1"/>`+"\n", xx, xx, bottom, bottom+6, colInk)
-		p.text(xx, bottom+24, "middle", `font-size="15" fill="`+colInk+`"`, xfmt(x))
+		b := textBox(xx, bottom+24, "middle", 15, false, xfmt(x))
+		clear := true
+		for _, o := range labelled {
+			clear = clear && (b.x0 >= o.x1+6 || o.x0 >= b.x1+6)
+		}
+		if clear {
+			labelled = append(labelled, b)
+			p.text(xx, bottom+24, "middle", `font-size="15" fill="`+colInk+`"`, xfmt(x))
+		}
 	}
 	p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n", p.l, p.w-p.r, bottom, bottom, colInk)
 	p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n", p.l, p.l, top, bottom, colInk)
