@@ -187,6 +187,12 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 			if c.Router.Snapshot().Counts[Candidate].Finished == 0 {
 				stepStart = next
 				res.Steps[0].StartS = rel(next)
+				if p.MaxHold > 0 && next-origin >= p.MaxHold {
+					why := fmt.Sprintf("the candidate answered no request in %v at %g: the share is kept", next-origin, p.Shares[0])
+					endStep(Undecided, next)
+					res.Outcome, res.Reason, res.Final = Undecided, why, c.Router.Snapshot()
+					return res, nil
+				}
 				continue
 			}
 			begun = true
