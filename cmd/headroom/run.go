@@ -61,7 +61,8 @@ port, on a wall clock 100 times faster than modelled time. A run without a
 run file whose plan does not fit its GPU window has its steps cut, whole
 windows at a time, until it does (a note says so; --step sets the length).
 With --endpoint and no -f the recipe is named after the endpoint's host and
-port, and states GPUs and a price only from --gpus and --usd-per-gpu-hour.
+port, and states GPUs and a price only from --gpus and --usd-per-gpu-hour:
+without them it reads "GPUs not stated" and "cost: not priced".
 
 ` + runFileFlagsHelp + `
 
@@ -281,8 +282,8 @@ func (f *runFileFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.selector, "selector", "", "label `MATCHERS` that pick the recipe's series in Prometheus (recipe.prometheus.selector), e.g. '{namespace=\"llm\",job=\"vllm\"}'")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "the `NAME` of the environment variable holding the endpoint's API key (recipe.api_key_env); the key is never written")
 	fs.StringVar(&f.timeScale, "time-scale", "", "the run's clock (time_scale): `virtual`, or modelled seconds per wall second (100 rehearses the built-in simulator over real HTTP on a wall clock); default without -f and --endpoint: virtual")
-	fs.IntVar(&f.gpus, "gpus", 0, "the `N` GPUs the recipe runs on (recipe.nodes 1, recipe.gpus_per_node N); a flags-only run against a real endpoint states no hardware without it")
-	fs.Float64Var(&f.usd, "usd-per-gpu-hour", 0, "the `PRICE` of one GPU-hour (recipe.usd_per_gpu_hour); a flags-only run against a real endpoint is not priced without it")
+	fs.IntVar(&f.gpus, "gpus", 0, "the `N` GPUs the recipe runs on (recipe.nodes 1, recipe.gpus_per_node N); a flags-only run against a real endpoint reads \"GPUs not stated\" without it")
+	fs.Float64Var(&f.usd, "usd-per-gpu-hour", 0, "the `PRICE` of one GPU-hour (recipe.usd_per_gpu_hour), with the GPUs it is per (--gpus, or the run file's); a flags-only run against a real endpoint is not priced without it")
 	fs.StringVar(&f.sessions, "sessions", "", "the ladder of concurrent sessions, `N,N,...` (sweep.ladder), e.g. 4,8,12; a target or stress step not on it is dropped")
 	fs.StringVar(&f.sessions, "ladder", "", "the same as --sessions")
 	fs.IntVar(&f.target, "target", 0, "the `SESSIONS` step that must hold the bar (sweep.target); it must be on the ladder")
@@ -393,10 +394,11 @@ func (f *runFileFlags) overrides() ([]config.Override, error) {
 	}
 	if f.file == "" && f.realEndpoint() {
 		// a flags-only run names its recipe after the server and states
-		// no hardware or price that no flag gave
+		// no hardware or price that no flag gave: 0 GPUs reads "GPUs not
+		// stated", and cost "not priced"
 		add("--endpoint", "recipe.name", recipeName(f.endpoint))
-		add("--endpoint", "recipe.nodes", "1")
-		add("--endpoint", "recipe.gpus_per_node", "1")
+		add("--endpoint", "recipe.nodes", "0")
+		add("--endpoint", "recipe.gpus_per_node", "0")
 		add("--endpoint", "recipe.usd_per_gpu_hour", "0")
 	}
 	if f.gpus != 0 {

@@ -351,6 +351,33 @@ func (r *Run) fillDefaults() {
 	}
 }
 
+// validateGPUs checks the GPUs a recipe runs on and their price. The built-in
+// simulator sizes its engines from them, so it needs both; a real endpoint
+// may leave both 0 ("GPUs not stated": capacity is stated without hardware
+// nobody named, and cost is not priced), but not one of them, and a price
+// per GPU-hour needs the GPUs it is per.
+func validateGPUs(rc Recipe, bad func(field, format string, args ...any)) {
+	stated := rc.Nodes != 0 || rc.GPUsPerNode != 0
+	if rc.Endpoint == SimEndpoint || stated {
+		how := "the built-in simulator sizes its engines from nodes x gpus_per_node"
+		if rc.Endpoint != SimEndpoint {
+			how = "give both, or neither (0: GPUs not stated, --gpus unset)"
+		}
+		if rc.Nodes < 1 {
+			bad("recipe.nodes", "must be at least 1, got %d: %s", rc.Nodes, how)
+		}
+		if rc.GPUsPerNode < 1 {
+			bad("recipe.gpus_per_node", "must be at least 1, got %d: %s", rc.GPUsPerNode, how)
+		}
+	}
+	switch {
+	case rc.USDPerGPUHour < 0 || math.IsNaN(rc.USDPerGPUHour) || math.IsInf(rc.USDPerGPUHour, 0):
+		bad("recipe.usd_per_gpu_hour", "must be >= 0 (0: not priced), got %g", rc.USDPerGPUHour)
+	case rc.USDPerGPUHour > 0 && !stated:
+		bad("recipe.usd_per_gpu_hour", "is %g, but the recipe states no GPUs to price: set recipe.nodes and recipe.gpus_per_node (--gpus N), or leave the price 0 (not priced)", rc.USDPerGPUHour)
+	}
+}
+
 // Validate checks every field and reports all problems at once, each naming
 // its field.
 func (r Run) Validate() error {
@@ -383,15 +410,7 @@ func (r Run) Validate() error {
 	} else if strings.ContainsAny(rc.Name, `/\ `) {
 		bad("recipe.name", "%q must not contain slashes or spaces", rc.Name)
 	}
-	if rc.Nodes < 1 {
-		bad("recipe.nodes", "must be at least 1, got %d", rc.Nodes)
-	}
-	if rc.GPUsPerNode < 1 {
-		bad("recipe.gpus_per_node", "must be at least 1, got %d", rc.GPUsPerNode)
-	}
-	if rc.USDPerGPUHour < 0 || math.IsNaN(rc.USDPerGPUHour) {
-		bad("recipe.usd_per_gpu_hour", "must be >= 0 (0: not priced), got %g", rc.USDPerGPUHour)
-	}
+	validateGPUs(rc, bad)
 	if rc.Model == "" {
 		bad("recipe.model", "is required: the model id the endpoint serves")
 	}

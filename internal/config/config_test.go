@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +108,46 @@ func TestSimRouterIsChecked(t *testing.T) {
 	r.Recipe.Router = "prefix-affinity"
 	if err := r.Validate(); err != nil {
 		t.Errorf("prefix-affinity: %v", err)
+	}
+}
+
+// TestGPUsMayGoUnstatedOnARealEndpoint: a real endpoint may leave both
+// nodes and gpus_per_node 0 (GPUs not stated, not priced); the built-in
+// simulator, which sizes its engines from them, may not; nor may a recipe
+// give one without the other, or a price with no GPUs to price.
+func TestGPUsMayGoUnstatedOnARealEndpoint(t *testing.T) {
+	real := func(nodes, gpus int, usd float64) Run {
+		r := Default()
+		r.TimeScale, r.Recipe.Sim = 1, SimSpec{}
+		r.Recipe.Endpoint, r.Recipe.Metrics = "http://127.0.0.1:8000", []string{"http://127.0.0.1:8000/metrics"}
+		r.Recipe.Nodes, r.Recipe.GPUsPerNode, r.Recipe.USDPerGPUHour = nodes, gpus, usd
+		return r
+	}
+	if err := real(0, 0, 0).Validate(); err != nil {
+		t.Errorf("a real endpoint with no GPUs stated: %v", err)
+	}
+	if err := real(1, 8, 2).Validate(); err != nil {
+		t.Errorf("a real endpoint on 1 x 8 GPUs at $2: %v", err)
+	}
+	sim := Default()
+	sim.Recipe.Nodes, sim.Recipe.GPUsPerNode, sim.Recipe.USDPerGPUHour = 0, 0, 0
+	for _, c := range []struct {
+		name string
+		r    Run
+		want []string
+	}{
+		{"simulator", sim, []string{"recipe.nodes: must be at least 1, got 0: the built-in simulator", "recipe.gpus_per_node: must be at least 1"}},
+		{"nodes only", real(2, 0, 0), []string{"recipe.gpus_per_node: must be at least 1, got 0: give both, or neither"}},
+		{"gpus only", real(0, 8, 0), []string{"recipe.nodes: must be at least 1, got 0: give both, or neither"}},
+		{"price, no GPUs", real(0, 0, 2), []string{"recipe.usd_per_gpu_hour: is 2, but the recipe states no GPUs to price"}},
+		{"negative", real(-1, -1, 0), []string{"recipe.nodes: must be at least 1, got -1", "recipe.gpus_per_node: must be at least 1, got -1"}},
+		{"infinite price", real(1, 8, math.Inf(1)), []string{"recipe.usd_per_gpu_hour: must be >= 0"}},
+	} {
+		err := c.r.Validate()
+		for _, w := range c.want {
+			if err == nil || !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: %v, want %q", c.name, err, w)
+			}
+		}
 	}
 }

@@ -31,9 +31,12 @@ type Recipe struct {
 	Args []string `json:"args,omitempty"`
 	// Parent is the recipe this one changes one thing from: a name, or a
 	// recipe file (.yaml/.yml) relative to this recipe's file.
-	Parent      string `json:"parent,omitempty"`
-	Nodes       int    `json:"nodes"`
-	GPUsPerNode int    `json:"gpus_per_node"`
+	Parent string `json:"parent,omitempty"`
+	// Nodes x GPUsPerNode are the GPUs the recipe runs on and is priced on.
+	// The built-in simulator sizes its engines from them; a real endpoint
+	// may leave both 0: "GPUs not stated", and cost not priced.
+	Nodes       int `json:"nodes"`
+	GPUsPerNode int `json:"gpus_per_node"`
 	// Copies is how many independent copies of the engine serve behind the
 	// router; 0 reads as 1.
 	Copies int `json:"copies,omitempty"`

@@ -350,7 +350,7 @@ func (c Comparison) tableRows() [][]string {
 			}
 			target = targetMark(r.Target, !oneTarget)
 		}
-		out = append(out, []string{name, fmt.Sprint(r.GPUs), r.CapacityText, lim, target, r.SessionHourText, mt, r.LightOnly, r.HeavyOnly})
+		out = append(out, []string{name, gpusCell(r.GPUs, "not stated"), r.CapacityText, lim, target, r.SessionHourText, mt, r.LightOnly, r.HeavyOnly})
 	}
 	return out
 }
@@ -399,7 +399,7 @@ func (c Comparison) CSV() []byte {
 		return csvNum(*p)
 	}
 	for _, r := range c.Recipes {
-		row := []string{r.Name, fmt.Sprint(r.GPUs), fmt.Sprint(r.Nodes)}
+		row := []string{r.Name, gpusCell(r.GPUs, ""), gpusCell(r.Nodes, "")}
 		if cp := r.Capacity; cp != nil {
 			row = append(row, csvNum(cp.Sessions), csvNum(cp.Lo), csvNum(cp.Hi), fmt.Sprint(cp.AtLeast), fmt.Sprint(cp.BelowFirst))
 		} else {
@@ -512,9 +512,21 @@ func targetMark(t *sweep.TargetVerdict, withSessions bool) string {
 	return out
 }
 
+// gpusCell is a recipe's GPUs (or nodes) in the table, or none where the
+// run stated none (a real endpoint given no --gpus): never a 0 nobody gave.
+func gpusCell(n int, none string) string {
+	if n <= 0 {
+		return none
+	}
+	return fmt.Sprint(n)
+}
+
 // compareSessionHour is the $ per session-hour with its interval, in the
 // cents the too-close rule reads.
 func compareSessionHour(r ComparedRecipe) string {
+	if r.USDPerHour == 0 {
+		return "not priced"
+	}
 	if r.USDPerSessionHour == nil {
 		return "n/a"
 	}

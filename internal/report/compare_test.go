@@ -271,3 +271,40 @@ func TestCompareJSONAndCSV(t *testing.T) {
 		t.Errorf("--csv bigger row %v", r)
 	}
 }
+
+// TestCompareUnstatedGPUs: a run with no GPUs stated and no price (a
+// flags-only run without --gpus) beside a priced one that holds the target:
+// its GPUs read "not stated" (empty in the CSV), its $ per session-hour "not
+// priced", and it is never starred as the cheapest at $0.00.
+func TestCompareUnstatedGPUs(t *testing.T) {
+	held := sweep.Capacity{Sessions: 20, Lo: 20, Hi: 20, LimitedBy: "not reached", AtLeast: true, HiOpen: true}
+	priced := synthRun(t, "priced", 4, Mix{Heavy: 0.5, Light: 0.5}, ladder[:4], held, 15, true)
+	free := synthRun(t, "unstated", 0, Mix{Heavy: 0.5, Light: 0.5}, ladder[:4], held, 15, true)
+	s, err := loadSummary(free)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour = 0, 0
+	if err := free.WriteJSON("summary.json", s); err != nil {
+		t.Fatal(err)
+	}
+	costed(t, free, held)
+	md, _, err := Compare([]*Dir{free, priced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := string(md); !strings.Contains(out, "| unstated | not stated | ≥ 20 | not reached | ✓ | not priced |") || !strings.Contains(out, "| ★ priced | 32 |") || strings.Contains(out, "0.00") {
+		t.Errorf("comparison with a run given no GPUs:\n%s", out)
+	}
+	c, err := CompareRuns([]*Dir{free, priced})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := csv.NewReader(bytes.NewReader(c.CSV())).ReadAll()
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("--csv: %d rows (%v)", len(rows), err)
+	}
+	if col := colIndex(rows[0]); rows[1][col["gpus"]] != "" || rows[1][col["nodes"]] != "" || rows[1][col["usd_per_session_hour"]] != "" {
+		t.Errorf("--csv row of the run with no GPUs stated: %v", rows[1])
+	}
+}

@@ -107,8 +107,8 @@ func page(r Run, figs figureSet) []byte {
 	w("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n")
 	w("<title>headroom report: %s</title>\n<style>%s</style>\n</head>\n<body>\n<main>\n", esc(s.Recipe.Name), pageCSS)
 	w("<header>\n<h1>headroom report: %s</h1>\n", esc(s.Recipe.Name))
-	w(`<p class="sub">%s on %d node(s) × %d GPU(s) %s · model <code>%s</code>%s%s</p>`+"\n",
-		esc(s.Recipe.Engine), s.Recipe.Nodes, s.Recipe.GPUsPerNode, esc(pricePhrase(s.Recipe.USDPerGPUHour)), esc(s.Recipe.Model),
+	w(`<p class="sub">%s %s · model <code>%s</code>%s%s</p>`+"\n",
+		esc(s.Recipe.Engine), esc(hardwarePhrase(s.Recipe, "×")), esc(s.Recipe.Model),
 		optional(" · started ", s.Started), optional(" · mix: ", mixWords(s.Mix)))
 	w("</header>\n")
 	if r.Partial {
@@ -431,6 +431,9 @@ func limitWords(c sweep.Capacity) string {
 }
 
 func sessionHourWords(c sweep.Cost) (string, string) {
+	if c.USDPerHour == 0 {
+		return "not priced", "--gpus and --usd-per-gpu-hour give the GPUs and the price of a GPU-hour"
+	}
 	if c.USDPerSessionHour == nil {
 		d := fmt.Sprintf("no step held the bar; the recipe costs $%.2f/hour", c.USDPerHour)
 		if c.USDPerSessionHourAtLeast != nil {
@@ -450,6 +453,9 @@ func sessionHourWords(c sweep.Cost) (string, string) {
 }
 
 func millionTokenWords(c sweep.Cost) (string, string) {
+	if c.USDPerHour == 0 {
+		return "not priced", "no price per GPU-hour was given"
+	}
 	if c.USDPerMillionTokens == nil {
 		return "n/a", "no step passed"
 	}

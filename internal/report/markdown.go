@@ -33,8 +33,8 @@ func markdown(r Run, figs figureSet) []byte {
 	if s.StopReason != "" {
 		fmt.Fprintf(&b, "Stopped: %s.\n\n", strings.TrimSuffix(s.StopReason, "."))
 	}
-	fmt.Fprintf(&b, "Recipe: %s on %d node(s) x %d GPU(s) %s, model `%s` at `%s`.\n\n",
-		s.Recipe.Engine, s.Recipe.Nodes, s.Recipe.GPUsPerNode, pricePhrase(s.Recipe.USDPerGPUHour), s.Recipe.Model, s.Recipe.Endpoint)
+	fmt.Fprintf(&b, "Recipe: %s %s, model `%s` at `%s`.\n\n",
+		s.Recipe.Engine, hardwarePhrase(s.Recipe, "x"), s.Recipe.Model, s.Recipe.Endpoint)
 	fmt.Fprintf(&b, "Bar: P90 TTFT <= %g s; P90 interactivity >= %g tokens/s per user; errors < %g%%. ", s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
 	b.WriteString("Each value is judged from the server's metrics over the step's judged time, with a 95% bootstrap interval over windows; an interval that crosses the bar reads too close to call.\n\n")
 	if len(s.Mixes) > 0 {

@@ -24,12 +24,16 @@ func WriteTextAll(w io.Writer, s Summary) error { return writeText(w, s, true) }
 
 func writeText(w io.Writer, s Summary, verbose bool) error {
 	var b strings.Builder
+	gpus := "GPUs not stated"
+	if s.Recipe.GPUsStated() {
+		gpus = fmt.Sprintf("%d x %d GPUs", s.Recipe.Nodes, s.Recipe.GPUsPerNode)
+	}
 	price := fmt.Sprintf(" at $%.2f/GPU-hour", s.Recipe.USDPerGPUHour)
 	if s.Recipe.USDPerGPUHour == 0 {
 		price = ", not priced"
 	}
-	fmt.Fprintf(&b, "recipe %s: %d x %d GPUs%s; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
-		s.Recipe.Name, s.Recipe.Nodes, s.Recipe.GPUsPerNode, price,
+	fmt.Fprintf(&b, "recipe %s: %s%s; bar: P90 TTFT <= %gs, P90 interactivity >= %g tok/s/user, errors < %g%%\n",
+		s.Recipe.Name, gpus, price,
 		s.Bar.TTFTP90, s.Bar.InteractivityP90, s.Bar.ErrorRate*100)
 	b.WriteString("\n")
 	writeStepTable(&b, s.Steps, false)
@@ -76,6 +80,21 @@ func writeText(w io.Writer, s Summary, verbose bool) error {
 	return err
 }
 
+// GPUsStated reports whether the recipe names the GPUs it runs on. A run
+// against a real endpoint given no --gpus (nodes and gpus_per_node 0) does
+// not, and the reports say "GPUs not stated", never a count nobody gave.
+func (r Recipe) GPUsStated() bool { return r.Nodes > 0 && r.GPUsPerNode > 0 }
+
+// hardwarePhrase is how report.md and report.html state a recipe's GPUs and
+// price: "on 2 node(s) x 8 GPU(s) at $1.80 per GPU-hour" (times is the sign
+// between nodes and GPUs), or "with GPUs not stated, not priced".
+func hardwarePhrase(r Recipe, times string) string {
+	if !r.GPUsStated() {
+		return "with GPUs not stated, " + pricePhrase(r.USDPerGPUHour)
+	}
+	return fmt.Sprintf("on %d node(s) %s %d GPU(s) %s", r.Nodes, times, r.GPUsPerNode, pricePhrase(r.USDPerGPUHour))
+}
+
 // Headline is a run's capacity and cost in one line, as the PR comment and
 // the run's last notification give them: nothing a run did not establish
 // reads as measured there either.
@@ -99,7 +118,7 @@ func DoneText(s Summary) string {
 
 func costLine(c sweep.Cost) string {
 	if c.USDPerHour == 0 {
-		return "not priced (--usd-per-gpu-hour or recipe.usd_per_gpu_hour gives the price of a GPU-hour)"
+		return "not priced (--gpus and --usd-per-gpu-hour, or recipe.nodes, recipe.gpus_per_node and recipe.usd_per_gpu_hour, give the GPUs and the price of a GPU-hour)"
 	}
 	if c.USDPerSessionHour == nil {
 		floor := ""

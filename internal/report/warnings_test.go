@@ -1,11 +1,13 @@
 package report
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/headroom-bench/headroom/internal/stats"
+	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
@@ -113,5 +115,27 @@ func TestReportsUnpriced(t *testing.T) {
 		if !strings.Contains(string(page), "not priced") || strings.Contains(string(page), "$0.00 per GPU-hour") {
 			t.Errorf("%s of an unpriced recipe:\n%s", name, page)
 		}
+	}
+}
+
+// TestReportsUnstatedGPUs: a run given no GPUs and no price (a flags-only
+// run against a real endpoint without --gpus) states no GPU count and no
+// dollar figure in the terminal, report.md or report.html, however its
+// capacity came out: "GPUs not stated" and "not priced".
+func TestReportsUnstatedGPUs(t *testing.T) {
+	s := warnedSummary()
+	s.Recipe.Nodes, s.Recipe.GPUsPerNode, s.Recipe.USDPerGPUHour = 0, 0, 0
+	s.Capacity = sweep.Capacity{Sessions: 10, Lo: 8, Hi: 12, LimitedBy: "ttft"}
+	s.Cost = sweep.CostOf(0, 0, 0, s.Capacity, sweep.Tokens{Prompt: 1e6, Output: 1e5, Seconds: 600, PerHour: 6.6e6}, 8)
+	var text strings.Builder
+	WriteText(&text, s)
+	count := regexp.MustCompile(`\d+ x \d+ GPUs|\d+ node\(s\)|\$0\.00|\$0\.000`)
+	for name, page := range map[string]string{"terminal": text.String(), "report.md": string(Markdown(s)), "report.html": string(HTML(Run{Summary: s}))} {
+		if c := count.FindString(page); c != "" || !strings.Contains(page, "GPUs not stated") || !strings.Contains(page, "not priced") {
+			t.Errorf("%s of a run with no GPUs stated says %q, want \"GPUs not stated\" and \"not priced\":\n%s", name, c, page)
+		}
+	}
+	if !strings.Contains(text.String(), "recipe r: GPUs not stated, not priced; bar:") {
+		t.Errorf("terminal header:\n%s", text.String())
 	}
 }

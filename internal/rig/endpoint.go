@@ -124,6 +124,9 @@ func simProfiles(rc config.Recipe, personality string) (sim.Profile, *sim.Profil
 		return sim.Profile{}, nil, fmt.Errorf("recipe.sim.profile: %q is neither a built-in profile (%s) nor a readable profile file: %w", name, strings.Join(sim.ProfileNames(), ", "), err)
 	}
 	p.Model = rc.Model
+	if p, _, err = p.WithArgs(rc.Args); err != nil {
+		return sim.Profile{}, nil, fmt.Errorf("recipe.args against sim profile %q: %w", name, err)
+	}
 	l, _ := config.SimLayoutOf(rc)
 	if err := pricedAsUsed(rc, l, sizing); err != nil {
 		return sim.Profile{}, nil, err

@@ -24,7 +24,7 @@ type Plan struct {
 	Steps       []PlanStep   `json:"steps"`
 	Signals     []PlanSignal `json:"signals"`
 	Minutes     float64      `json:"minutes"`      // modelled minutes, worst case
-	GPUs        int          `json:"gpus"`         // nodes x GPUs per node
+	GPUs        int          `json:"gpus"`         // nodes x GPUs per node; 0: not stated (a real endpoint given no --gpus)
 	GPUMinutes  float64      `json:"gpu_minutes"`  // minutes x GPUs
 	WindowMin   float64      `json:"window_min"`   // the GPU window the recipe gets
 	Fits        bool         `json:"fits"`         // minutes <= window
@@ -326,14 +326,23 @@ func (p Plan) WriteText(w io.Writer) error {
 	if !p.Fits {
 		verdict = "DOES NOT FIT"
 	}
-	fmt.Fprintf(&b, "\nworst case: %.0f minutes against the %.0f-minute GPU window: %s; %.0f minutes x %d GPUs = %.0f GPU-minutes", p.Minutes, p.WindowMin, verdict, p.Minutes, p.GPUs, p.GPUMinutes)
+	fmt.Fprintf(&b, "\nworst case: %.0f minutes against the %.0f-minute GPU window: %s; ", p.Minutes, p.WindowMin, verdict)
+	if p.GPUs > 0 {
+		fmt.Fprintf(&b, "%.0f minutes x %d GPUs = %.0f GPU-minutes", p.Minutes, p.GPUs, p.GPUMinutes)
+	} else {
+		// a real endpoint given no --gpus: no GPU-minutes of hardware nobody named
+		b.WriteString("GPUs not stated, so no GPU-minutes (--gpus or recipe.nodes and recipe.gpus_per_node count them)")
+	}
 	if p.WallMinutes > 0 && p.WallMinutes != p.Minutes {
 		fmt.Fprintf(&b, " (%.1f minutes of wall time on the scaled clock)", p.WallMinutes)
 	}
 	b.WriteString("\n")
-	if sl := p.StepLength; sl.MaxStepS > 0 {
+	if sl := p.StepLength; sl.MaxStepS > 0 && p.GPUs > 0 {
 		fmt.Fprintf(&b, "steps that run until decided (up to %.0fs each, within the window; 0 errors clear the bar in %d turns): expected %.0f GPU-minutes (%.0f minutes), worst case %.0f GPU-minutes (%.0f minutes)\n",
 			sl.MaxStepS, sl.TurnsForErrors, sl.ExpectedGPUMinutes, sl.ExpectedMinutes, sl.WorstGPUMinutes, sl.WorstMinutes)
+	} else if sl.MaxStepS > 0 {
+		fmt.Fprintf(&b, "steps that run until decided (up to %.0fs each, within the window; 0 errors clear the bar in %d turns): expected %.0f minutes, worst case %.0f minutes\n",
+			sl.MaxStepS, sl.TurnsForErrors, sl.ExpectedMinutes, sl.WorstMinutes)
 	}
 	for _, n := range p.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

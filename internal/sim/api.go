@@ -274,6 +274,8 @@ func (s *Sim) chat(w http.ResponseWriter, req *http.Request) {
 	}
 	if n := rep.tokens(); n > 0 && n <= maxTokens {
 		r.maxTokens, r.finish = n, rep.finish()
+	} else if n := l.prof.answerTokens(maxTokens, unitOf(mix64(s.replySeed(scan)^answerSalt))); rep.tokens() == 0 && n < maxTokens {
+		r.maxTokens, r.finish = n, finishStop // Terms.AnswerFractions
 	}
 	if s.beforeSubmit != nil {
 		if err := s.beforeSubmit(req.Context(), r); err != nil {

@@ -49,6 +49,7 @@ type request struct {
 	done        bool
 	preemptions int // times preempted (SGLang: retracted)
 	scheduledAt time.Duration
+	readyAt     time.Duration // with Terms.RequestSeconds: when its wait after admission ends
 	firstAt     time.Duration
 	lastAt      time.Duration
 }
@@ -158,6 +159,15 @@ func (e *engine) run(ctx context.Context) (crashed bool) {
 			if e.preempted {
 				// Everything runnable was preempted this step; vLLM admits
 				// again on the next one.
+				continue
+			}
+			if at, ok := e.nextReady(start); ok {
+				// Every running request is in its wait (Terms): sleep to the
+				// first one's end, or until a request arrives.
+				if stop, crash := sleep(at, true); stop {
+					return crash
+				}
+				e.end = max(e.end, min(e.s.clock.Now(), at))
 				continue
 			}
 			// Nothing fits (a fault shrank the KV cache): wait for a change.
@@ -285,6 +295,9 @@ func (e *engine) free(r *request) {
 // hash is the one the map holds for it (register and alloc keep them so),
 // so the chain is the map's whatever the guess.
 func (e *engine) prefixHits(r *request, max int) int {
+	if e.p.NoPrefixCaching {
+		return 0
+	}
 	if r.chain == nil {
 		r.chain = make([]int32, 0, len(r.hashes)) // its longest: no growing per lookup
 	}
@@ -344,6 +357,7 @@ func (e *engine) schedule(start time.Duration) time.Duration {
 		float64(pl.prefillTokens)/e.p.PrefillTokensPerSecond +
 		e.p.PrefillAttentionSecondsPerKVToken*pl.attention +
 		pl.hostSeconds
+	cost *= e.p.loadFactor(len(e.running))
 	e.met.iterationTokens.Observe(float64(pl.decodeTokens + pl.prefillTokens))
 	return time.Duration(cost * float64(time.Second))
 }
@@ -419,7 +433,7 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 	// Host tier: the blocks after the GPU hits that host memory holds are
 	// copied in (a transfer, not a recompute).
 	hostHits := 0
-	if e.kv.host != nil {
+	if e.kv.host != nil && !e.p.NoPrefixCaching {
 		for limit := min(len(r.hashes), (target-1)/e.p.BlockSize); hits+hostHits < limit && e.kv.host.hit(r.hashes[hits+hostHits]); {
 			hostHits++
 		}
@@ -464,10 +478,15 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 		r.cached.Store(int64(local))
 		r.external = computed - local
 		e.met.queueAtAdmit.Observe((start - r.arrival).Seconds())
+		if d := e.p.requestDelay(target-computed, len(e.running)+1); d > 0 {
+			r.readyAt = start + d
+		}
 	}
 	e.waiting = e.waiting[1:]
 	e.running = append(e.running, r)
-	e.add(r, n)
+	if r.readyAt <= start {
+		e.add(r, n)
+	}
 	return true
 }
 
@@ -476,6 +495,9 @@ func (e *engine) admit(start time.Duration, reserve int) bool {
 // order, prefill and decode mixed in one batch under one token budget.
 func (e *engine) scheduleVLLM(start time.Duration) {
 	for i := 0; i < len(e.running) && e.plan.budget > 0; i++ {
+		if e.running[i].readyAt > start {
+			continue // in its wait (Terms.RequestSeconds)
+		}
 		if !e.continueRunning(i, min(e.running[i].pending(), e.plan.budget)) {
 			break
 		}
@@ -511,7 +533,11 @@ func (e *engine) apply(end time.Duration, fs *faultState) {
 				r.malformed = true // published with produced below
 			}
 			r.firstAt = end
-			m.ttft.Observe((end - r.arrival).Seconds())
+			if e.p.TTFTFromAdmission {
+				m.ttft.Observe((end - r.scheduledAt).Seconds())
+			} else {
+				m.ttft.Observe((end - r.arrival).Seconds())
+			}
 			// Prompt tokens and the cached ones together, at the first token,
 			// as vLLM's output processor counts them.
 			local, ext := int(r.cached.Load()), r.external

@@ -22,6 +22,9 @@ func (e *engine) scheduleSGLang(start time.Duration) {
 	// A chunked prefill under way continues first.
 	for i := 0; i < len(e.running) && e.plan.budget > 0; i++ {
 		r := e.running[i]
+		if r.readyAt > start {
+			continue // in its wait (Terms.RequestSeconds)
+		}
 		if r.pending() > 1 || r.generated == 0 {
 			if !e.continueRunning(i, min(r.pending(), e.plan.budget)) {
 				break
@@ -48,6 +51,9 @@ func (e *engine) scheduleSGLang(start time.Duration) {
 	// A decode batch: one token for every running request; a KV shortage
 	// retracts requests and raises the ratio back to its start.
 	for i := 0; i < len(e.running); i++ {
+		if e.running[i].readyAt > start {
+			continue // in its wait (Terms.RequestSeconds)
+		}
 		if !e.continueRunning(i, 1) {
 			break
 		}

@@ -69,6 +69,10 @@ type Profile struct {
 	// HostBandwidthBytesPerSecond is the host-to-GPU copy rate for host cache
 	// hits (PCIe 5 x16 is ~50 GB/s per GPU); required with HostCacheTokens.
 	HostBandwidthBytesPerSecond float64 `json:"host_bandwidth_bytes_per_second,omitempty"`
+	// Terms a calibration from another engine may need; each is off at its
+	// zero value (see terms.go and docs/simulator.md, "Terms for other
+	// engines").
+	Terms
 }
 
 // DefaultKVBytesPerToken is the KV size per token a profile without one
@@ -187,6 +191,9 @@ func (p Profile) Validate() error {
 	}
 	if p.HostCacheTokens > 0 && p.HostBandwidthBytesPerSecond == 0 {
 		return fmt.Errorf("sim profile %q: host_cache_tokens is %d but host_bandwidth_bytes_per_second is 0: give the host-to-GPU copy rate (PCIe 5 x16 is about 5e10)", p.Name, p.HostCacheTokens)
+	}
+	if err := p.Terms.validate(p.Name); err != nil {
+		return err
 	}
 	if blocks := p.KVCapacityTokens / p.BlockSize; blocks*p.BlockSize < p.MaxModelLen {
 		return fmt.Errorf("sim profile %q: kv_capacity_tokens %d holds %d whole blocks of %d, fewer than one max_model_len (%d) sequence: raise kv_capacity_tokens or lower max_model_len",

@@ -154,6 +154,26 @@ func TestCostOf(t *testing.T) {
 	}
 }
 
+// TestCostOfUnpriced: a recipe with no GPUs stated, or no price per
+// GPU-hour, gets no dollar figure ($0.00 per session-hour would rank it the
+// cheapest of all), but keeps its tokens per hour.
+func TestCostOfUnpriced(t *testing.T) {
+	tokens := Tokens{Prompt: 45e6 / 6, Cached: 30e6 / 6, Output: 1e6 / 6, Seconds: 600, PerHour: 46e6}
+	for _, c := range []Cost{
+		CostOf(0, 0, 0, Capacity{Sessions: 10, Lo: 8, Hi: 12}, tokens, 10),
+		CostOf(2, 8, 0, Capacity{Sessions: 10, Lo: 8, Hi: 12}, tokens, 10),
+		CostOf(0, 0, 0, Capacity{NotEstablished: true, Hi: 4}, tokens, 0),
+	} {
+		if c.USDPerHour != 0 || c.USDPerSessionHour != nil || c.USDPerSessionHourLo != nil || c.USDPerSessionHourHi != nil ||
+			c.USDPerSessionHourAtLeast != nil || c.USDPerMillionTokens != nil {
+			t.Errorf("an unpriced recipe got a price: %+v", c)
+		}
+		if !near(c.TokensPerHour, 46e6) {
+			t.Errorf("tokens per hour %g, want 46e6 priced or not", c.TokensPerHour)
+		}
+	}
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
 
 // TestCapacityOpenUpperBound: when the optimistic curve never leaves the bar

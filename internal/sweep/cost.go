@@ -32,13 +32,18 @@ type Cost struct {
 // tokens are the server's counters over that step's judged time. A capacity
 // that was not established (no step held the bar) gets no price per
 // session-hour, only a floor with an open upper end.
+//
+// A recipe not priced (no GPUs stated, or no price per GPU-hour: an hourly
+// price of 0) gets no dollar figure at all, not $0.00 per session-hour,
+// which would rank it the cheapest of all.
 func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokens Tokens, fromStep int) Cost {
 	hourly := float64(nodes*gpusPerNode) * usdPerGPUHour
+	priced := hourly > 0
 	out := Cost{USDPerHour: hourly, AtMost: c.AtLeast}
-	if c.NotEstablished && c.Hi > 0 {
+	if priced && c.NotEstablished && c.Hi > 0 {
 		out.USDPerSessionHourAtLeast = ptr(hourly / c.Hi)
 	}
-	if c.Sessions > 0 && !c.BelowFirst && !c.NotEstablished {
+	if priced && c.Sessions > 0 && !c.BelowFirst && !c.NotEstablished {
 		out.USDPerSessionHour = ptr(hourly / c.Sessions)
 		if c.Hi > 0 {
 			out.USDPerSessionHourLo = ptr(hourly / c.Hi)
@@ -53,7 +58,9 @@ func CostOf(nodes, gpusPerNode int, usdPerGPUHour float64, c Capacity, tokens To
 		out.CachedInputPerHour = tokens.Cached * perHour
 		out.UncachedInputPerHour = (tokens.Prompt - tokens.Cached) * perHour
 		out.OutputPerHour = tokens.Output * perHour
-		out.USDPerMillionTokens = ptr(hourly / tokens.PerHour * 1e6)
+		if priced {
+			out.USDPerMillionTokens = ptr(hourly / tokens.PerHour * 1e6)
+		}
 		out.FromStep = fromStep
 	}
 	return out
