@@ -48,8 +48,14 @@ from the server's KV-usage gauge against the tokens the requests in flight
 held; the cache block from the cached-token counts. Engine limits the
 recipe's args set (--max-num-seqs, --max-num-batched-tokens, --block-size,
 --max-model-len, or SGLang's) are read from them; the context from what the
-server said it serves. Every field's value, error and source is printed and
-written as a comment in the profile.
+server said it serves. Terms for engines unlike the simulator's are fitted
+where the runs show them: a fixed wait per request and per prompt token
+beside the batch with a slow-down as requests run against max_num_seqs
+(kept only when it accounts for the runs far better than prefill in the
+batch), the answers' lengths against max_tokens, whether the engine's TTFT
+counts queue time, and whether it has a prefix cache. Every field's value,
+error, source and what pinned it (the runs, the recipe, a bound, or
+nothing: the prior) is printed and written as a comment in the profile.
 
 The runs must be of one engine copy serving one model on one engine. The
 profile is written to -o; point recipe.sim.profile at it.
@@ -135,18 +141,31 @@ verify the shortlist on GPUs, calibrate from what was measured.`,
 	return cmd
 }
 
+// pinnedBy says in a word what pinned a fitted field's value.
+func pinnedBy(status string) string {
+	switch status {
+	case calibrate.Fitted:
+		return "the runs"
+	case calibrate.Given:
+		return "the recipe"
+	case calibrate.Bound:
+		return "a bound"
+	}
+	return "prior"
+}
+
 // writeFit prints the fitted fields, their errors and sources, and the notes.
 func writeFit(w io.Writer, f calibrate.Fit) error {
 	fmt.Fprintf(w, "fitted profile %s (%s scheduler; %d decode and %d prefill windows, %.2g s per iteration off on average)\n",
 		f.Profile.Name, f.Personality, f.DecodeWindows, f.PrefillWindows, f.RMS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "field\tvalue\tstd err\tfrom\t")
+	fmt.Fprintln(tw, "field\tvalue\tstd err\tpinned by\tfrom\t")
 	for _, p := range f.Params {
 		se := "-"
 		if p.SE > 0 {
 			se = fmt.Sprintf("%.2g", p.SE)
 		}
-		fmt.Fprintf(tw, "%s\t%.4g\t%s\t%s\t\n", p.Field, p.Value, se, p.Source)
+		fmt.Fprintf(tw, "%s\t%.4g\t%s\t%s\t%s\t\n", p.Field, p.Value, se, pinnedBy(p.Status), p.Source)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -19,6 +19,8 @@ type Param struct {
 	Value  float64 `json:"value"`
 	SE     float64 `json:"se,omitempty"`
 	Source string  `json:"source"`
+	// Status is what pinned the value: Fitted, Given, Bound or Prior.
+	Status string `json:"status"`
 }
 
 // Fit is a fitted profile and how it was reached.
@@ -126,11 +128,17 @@ func FitProfile(runs []Run) (Fit, error) {
 	var troubled float64
 	spans := make([][]span, len(runs))
 	skip := make([]stretches, len(runs))
+	occ := make([]*occupancy, len(runs))
+	var queue gapModel
 	for i, r := range runs {
 		g := fitGap(r)
+		if i == 0 || g.queueKnown && !queue.queueKnown {
+			queue = g
+		}
 		sp, sk := spansOf(r.Records, g.at)
 		skipped += sk
 		spans[i] = sp
+		occ[i] = newOccupancy(sp, p.MaxNumSeqs)
 		skip[i] = troubledOf(r.Samples)
 		for _, s := range skip[i] {
 			troubled += s[1] - s[0]
@@ -145,23 +153,21 @@ func FitProfile(runs []Run) (Fit, error) {
 	if skipped > 0 {
 		f.Notes = append(f.Notes, fmt.Sprintf("%d requests that failed or gave no tokens are left out of the fit (their engine time is not modelled)", skipped))
 	}
-	sol, dn, pn, err := fitTiming(spans, skip, p.MaxBatchedTokens, f.Personality)
-	f.DecodeWindows, f.PrefillWindows = dn, pn
+	timingParams, err := fitBoth(&f, &p, spans, skip, occ)
 	if err != nil {
 		return f, err
 	}
-	f.RMS = sol.rms
-	timing := fmt.Sprintf("fitted to %d decode and %d prefill windows", f.DecodeWindows, f.PrefillWindows)
-	p.DecodeBaseSeconds = sol.coef[0]
-	p.DecodeSecondsPerKVToken = sol.coef[1]
-	p.PrefillAttentionSecondsPerKVToken = sol.coef[3]
-	if sol.coef[2] <= 0 {
-		return f, errors.New("calibrate: the fit found no cost for prompt tokens: the runs' prompts were all cached or too short to time prefill; calibrate from a run that sends long fresh prompts (its priming requests do)")
+	p.TTFTFromAdmission = queue.fromAdmission
+	queueParam := Param{Field: "ttft_from_admission", Status: Prior, Source: queue.queueNote}
+	if queue.fromAdmission {
+		queueParam.Value = 1
 	}
-	p.PrefillTokensPerSecond = 1 / sol.coef[2]
-	if p.DecodeBaseSeconds == 0 && p.DecodeSecondsPerKVToken == 0 {
-		return f, errors.New("calibrate: the fit found no cost for decoding: the runs' answers were too short to time")
+	if queue.queueKnown {
+		queueParam.Status = Fitted
 	}
+	var answers, caching Param
+	p.AnswerFractions, answers = fitAnswers(runs)
+	p.NoPrefixCaching, caching = fitPrefixCaching(runs)
 
 	// KV capacity from the usage gauge: the median over scrapes of the
 	// tokens held over the share of blocks in use, leaving out scrapes
@@ -181,34 +187,34 @@ func FitProfile(runs []Run) (Fit, error) {
 		}
 	}
 	kvFrom := "the default profile (no scrape read the KV-usage gauge between 2% and 95% while the engine ran clear)"
+	kvStatus := Prior
 	var kvSE float64
 	if len(ratios) >= 3 {
 		sort.Float64s(ratios)
 		mid := ratios[len(ratios)/2]
 		p.KVCapacityTokens = int(math.Round(mid))
-		kvFrom = fmt.Sprintf("fitted: the median over %d scrapes of the tokens the requests in flight held over the KV-usage gauge", len(ratios))
+		kvFrom, kvStatus = fmt.Sprintf("fitted: the median over %d scrapes of the tokens the requests in flight held over the KV-usage gauge", len(ratios)), Fitted
 		dev := make([]float64, len(ratios))
 		for k, v := range ratios {
 			dev[k] = v - mid
 		}
 		kvSE = 1.25 * robustSigma(dev) / math.Sqrt(float64(len(ratios))) // a median's standard error
+	} else if kv, why, ok := kvBound(runs, spans, p.BlockSize, p.KVCapacityTokens); ok {
+		p.KVCapacityTokens, kvFrom, kvStatus = kv, why, Bound
 	} else {
 		f.Notes = append(f.Notes, "the KV cache capacity is the default profile's: no scrape read the KV-usage gauge while the engine ran clear")
 	}
 	f.Notes = append(f.Notes, "not fitted: the host cache tier (host_cache_tokens), kv_bytes_per_token and prefill/decode links keep the default profile's values")
 
 	f.Profile = p
-	f.Params = []Param{
-		{Field: "prefill_tokens_per_second", Value: p.PrefillTokensPerSecond, SE: sol.se[2] / (sol.coef[2] * sol.coef[2]), Source: timing},
-		{Field: "prefill_attention_seconds_per_kv_token", Value: p.PrefillAttentionSecondsPerKVToken, SE: sol.se[3], Source: timing},
-		{Field: "decode_base_seconds", Value: p.DecodeBaseSeconds, SE: sol.se[0], Source: timing},
-		{Field: "decode_seconds_per_kv_token", Value: p.DecodeSecondsPerKVToken, SE: sol.se[1], Source: timing},
-		{Field: "kv_capacity_tokens", Value: float64(p.KVCapacityTokens), SE: kvSE, Source: kvFrom},
-		{Field: "block_size", Value: float64(p.BlockSize), Source: from["block_size"]},
-		{Field: "max_num_seqs", Value: float64(p.MaxNumSeqs), Source: from["max_num_seqs"]},
-		{Field: "max_batched_tokens", Value: float64(p.MaxBatchedTokens), Source: from["max_batched_tokens"]},
-		{Field: "max_model_len", Value: float64(p.MaxModelLen), Source: from["max_model_len"]},
-	}
+	f.Params = append(timingParams,
+		Param{Field: "kv_capacity_tokens", Value: float64(p.KVCapacityTokens), SE: kvSE, Source: kvFrom, Status: kvStatus},
+		Param{Field: "block_size", Value: float64(p.BlockSize), Source: from["block_size"], Status: statusOf(from["block_size"])},
+		Param{Field: "max_num_seqs", Value: float64(p.MaxNumSeqs), Source: from["max_num_seqs"], Status: statusOf(from["max_num_seqs"])},
+		Param{Field: "max_batched_tokens", Value: float64(p.MaxBatchedTokens), Source: from["max_batched_tokens"], Status: statusOf(from["max_batched_tokens"])},
+		Param{Field: "max_model_len", Value: float64(p.MaxModelLen), Source: from["max_model_len"], Status: statusOf(from["max_model_len"])},
+		answers, caching, queueParam,
+	)
 	if err := p.Validate(); err != nil {
 		return f, fmt.Errorf("calibrate: the fitted profile is not valid: %w", err)
 	}
@@ -332,70 +338,6 @@ func stride(idx []int, n int) []int {
 		out = append(out, idx[k*len(idx)/n])
 	}
 	return out
-}
-
-// gapModel is the client's TTFT beyond the engine's as a function of the
-// prompt: fixed seconds plus seconds per prompt token (the request's body
-// is written, read and parsed before the engine sees it).
-type gapModel struct {
-	fixed, perToken float64
-	note            string
-}
-
-func (g gapModel) at(prompt int) float64 { return g.fixed + g.perToken*float64(prompt) }
-
-// fitGap compares, scrape to scrape, the engine's TTFT histogram with the
-// client's TTFTs of the requests whose first token came in between, and
-// fits the difference to the prompt sizes. Intervals where the two do not
-// count the same requests are left out.
-func fitGap(r Run) gapModel {
-	name := signal.TTFT
-	for _, s := range r.Samples {
-		if _, ok := s.Hist[signal.EngineTTFT]; ok {
-			name = signal.EngineTTFT
-			break
-		}
-	}
-	recs := r.Records
-	byFirst := make([]int, 0, len(recs))
-	for i, rec := range recs {
-		if rec.FirstToken > 0 && !rec.Failed() {
-			byFirst = append(byFirst, i)
-		}
-	}
-	sort.Slice(byFirst, func(a, b int) bool { return recs[byFirst[a]].FirstToken < recs[byFirst[b]].FirstToken })
-	k := 0
-	var rows [][]float64
-	var ys []float64
-	for i := 1; i < len(r.Samples); i++ {
-		a, b := r.Samples[i-1], r.Samples[i]
-		cnt, sum, good := histDelta(a, b, name)
-		t0, t1 := a.At.Seconds(), b.At.Seconds()
-		var n, ttft, prompt float64
-		for k < len(byFirst) && recs[byFirst[k]].FirstToken <= t1 {
-			rec := recs[byFirst[k]]
-			if rec.FirstToken > t0 {
-				n++
-				ttft += rec.TTFT()
-				prompt += float64(rec.ServedPromptTokens)
-			}
-			k++
-		}
-		if !good || cnt == 0 || n != cnt {
-			continue
-		}
-		rows = append(rows, []float64{n, prompt})
-		ys = append(ys, ttft-sum)
-	}
-	if len(rows) < 5 {
-		return gapModel{note: "the client's TTFT could not be matched to the engine's (too few scrapes counting the same requests): arrivals are taken at the send times"}
-	}
-	sol, err := fitNonNegative(rows, ys)
-	if err != nil {
-		// no positive gap fits: the client saw the engine's TTFT
-		return gapModel{}
-	}
-	return gapModel{fixed: sol.coef[0], perToken: sol.coef[1]}
 }
 
 // residuals are y - X b.

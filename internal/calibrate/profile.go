@@ -27,7 +27,7 @@ func (f Fit) ProfileYAML(sources []string) ([]byte, error) {
 		if p.SE > 0 {
 			se = fmt.Sprintf(" +- %.2g", p.SE)
 		}
-		fmt.Fprintf(&b, "#   %s = %.4g%s: %s\n", p.Field, p.Value, se, p.Source)
+		fmt.Fprintf(&b, "#   %s = %.4g%s [%s]: %s\n", p.Field, p.Value, se, p.Status, p.Source)
 	}
 	for _, n := range f.Notes {
 		fmt.Fprintf(&b, "# note: %s\n", n)
