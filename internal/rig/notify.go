@@ -168,15 +168,16 @@ func stepMessage(recipe string, s sweep.StepResult) live.Message {
 }
 
 // partValue is a part's value and interval in the unit and precision the
-// reports use: seconds to 2 places, tokens/s per user to 1, errors in
-// percent to 1.
+// reports' step table uses: TTFT in seconds to 2 places, interactivity in
+// tokens/s per user to 1, and every other part (errors, tool calls under
+// load) a share of turns in percent to 1.
 func partValue(p verdict.Part) string {
-	digits, scale, unit := 2, 1.0, " s"
+	digits, scale, unit := 1, 100.0, "%"
 	switch p.Name {
+	case verdict.PartTTFT:
+		digits, scale, unit = 2, 1, " s"
 	case verdict.PartInteractivity:
-		digits, unit = 1, " tok/s/user"
-	case verdict.PartErrors:
-		digits, scale, unit = 1, 100, "%"
+		digits, scale, unit = 1, 1, " tok/s/user"
 	}
 	v := p.Value
 	if math.IsNaN(v.Center) {

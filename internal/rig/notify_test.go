@@ -129,9 +129,10 @@ func TestStepMessageUsesTheReportsUnits(t *testing.T) {
 		{Name: verdict.PartTTFT, Verdict: verdict.Pass, Value: stats.Summary{Center: 1.5234, Lo: 1.4012, Hi: math.Inf(1)}},
 		{Name: verdict.PartInteractivity, Verdict: verdict.Pass, Value: stats.Summary{Center: 24.06, Lo: 22.01, Hi: 26.33}},
 		{Name: verdict.PartErrors, Verdict: verdict.Pass, Value: stats.Summary{Center: 0, Lo: 0, Hi: 0.0243}},
+		{Name: "tool_calls", Verdict: verdict.Pass, Value: stats.Summary{Center: 0.004, Lo: 0, Hi: 0.0071}},
 	}}}
 	got := stepMessage("recipe-1", st).Text
-	want := "recipe-1: step 3, 8 sessions: pass; ttft pass 1.52 (1.40-inf) s; interactivity pass 24.1 (22.0-26.3) tok/s/user; errors pass 0.0 (0.0-2.4)%"
+	want := "recipe-1: step 3, 8 sessions: pass; ttft pass 1.52 (1.40-inf) s; interactivity pass 24.1 (22.0-26.3) tok/s/user; errors pass 0.0 (0.0-2.4)%; tool_calls pass 0.4 (0.0-0.7)%"
 	if got != want {
 		t.Errorf("step message\n  %s\nwant\n  %s", got, want)
 	}
