@@ -74,6 +74,7 @@ when the run ended in one), and its files.`,
 			if asJSON {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false) // ">= 2" reads as written
 				return enc.Encode(listed)
 			}
 			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
