@@ -78,5 +78,6 @@ simulated gateway: no GPU, no cluster and no network needed.`,
 	root.AddCommand(promoteCmd(stdout, stderr))
 	root.AddCommand(recommendCmd(stdout, stderr))
 	root.AddCommand(recordCmd(stderr))
+	root.AddCommand(canaryCmd(stdout, stderr))
 	return root
 }

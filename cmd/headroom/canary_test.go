@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/headroom-bench/headroom/internal/canary"
+	"github.com/headroom-bench/headroom/internal/sim"
+)
+
+func startCanarySim(t *testing.T, seed uint64) string {
+	t.Helper()
+	s, err := sim.New(sim.Options{Profile: sim.DefaultProfile(), Scale: 1, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return base
+}
+
+// TestCanaryCommandWithoutTraffic runs `headroom canary` in front of two
+// simulators that no agent uses: both sides are scraped, the candidate
+// answers nothing, so the first share holds until max_hold_s and the canary
+// ends undecided (exit status 2), with its report and both recordings
+// written.
+func TestCanaryCommandWithoutTraffic(t *testing.T) {
+	base, cand := startCanarySim(t, 1), startCanarySim(t, 2)
+	dir := t.TempDir()
+	run := filepath.Join(dir, "canary.yaml")
+	yaml := `version: 1
+recipe:
+  name: candidate-1
+  nodes: 1
+  gpus_per_node: 1
+  endpoint: ` + cand + `
+  model: ` + sim.DefaultProfile().Model + `
+  metrics: [` + cand + `/metrics]
+bar: {ttft_p90_s: 5, interactivity_p90_tps: 10, error_rate: 0.05}
+sweep: {ladder: [1], step_s: 1, window_s: 0.3, scrape_s: 0.1}
+canary:
+  listen: 127.0.0.1:0
+  baseline: {endpoint: ` + base + `, metrics: [` + base + `/metrics]}
+  shares: [0.05, 0.2]
+  hold_s: 0.9
+  max_hold_s: 1
+`
+	if err := os.WriteFile(run, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	err := runWith(t, []string{"canary", "-f", run, "-o", out, "--exit-when-done"}, &stdout, &stderr)
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 2 {
+		t.Fatalf("err %v, want exit status 2 (undecided)\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(out, "canary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res canary.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != canary.Undecided || res.Final.Share != 0.05 || !strings.Contains(stdout.String(), "canary undecided") {
+		t.Fatalf("outcome %s (%s), share %g; stdout %s", res.Outcome, res.Reason, res.Final.Share, stdout.String())
+	}
+	for _, f := range []string{"canary.md", "baseline.jsonl.gz", "candidate.jsonl.gz"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+// TestCanaryCommandNeedsCanarySection: a run file without a canary section
+// is refused with what to add.
+func TestCanaryCommandNeedsCanarySection(t *testing.T) {
+	cand := startCanarySim(t, 1)
+	dir := t.TempDir()
+	run := filepath.Join(dir, "run.yaml")
+	yaml := `version: 1
+recipe: {name: c, nodes: 1, gpus_per_node: 1, endpoint: ` + cand + `, model: m, metrics: [` + cand + `/metrics]}
+bar: {ttft_p90_s: 5, interactivity_p90_tps: 10, error_rate: 0.05}
+sweep: {ladder: [1], step_s: 180}
+`
+	if err := os.WriteFile(run, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := runWith(t, []string{"canary", "-f", run}, &bytes.Buffer{}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "no canary section") || !strings.Contains(err.Error(), "canary.baseline") {
+		t.Fatalf("err %v, want the missing canary section named", err)
+	}
+}
+
+func runWith(t *testing.T, args []string, stdout, stderr *bytes.Buffer) error {
+	t.Helper()
+	return run(context.Background(), args, stdout, stderr)
+}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCanarySection checks the canary section: a valid one gets its
+// defaults, and each bad field is named.
+func TestCanarySection(t *testing.T) {
+	// a live candidate: the canary splits live traffic between served recipes
+	live := `version: 1
+recipe: {name: cand, nodes: 1, gpus_per_node: 1, endpoint: "http://10.0.0.2:8000", model: m, metrics: ["http://10.0.0.2:8000/metrics"]}
+bar: {ttft_p90_s: 5, interactivity_p90_tps: 10, error_rate: 0.02}
+sweep: {ladder: [5], step_s: 300, window_s: 60, scrape_s: 5}
+`
+	ok := "canary:\n  baseline: {endpoint: \"http://10.0.0.1:8000\", metrics: [\"http://10.0.0.1:8000/metrics\"]}\n  shares: [0.01, 0.05, 0.2]\n  hold_s: 600\n"
+	r, err := Parse([]byte(live+ok), "canary.yaml")
+	if err != nil {
+		t.Fatalf("valid canary: %v", err)
+	}
+	c := r.Canary
+	if c.Listen != "127.0.0.1:8001" || c.SessionPrefixBytes != 256 || c.IdleS != 1800 || c.NoWorse.Tolerance != 0.1 || c.NoWorse.ErrorPoints != 0.01 || c.Promote != CanaryPromoteNever {
+		t.Errorf("defaults not filled: %+v", *c)
+	}
+	cases := []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"no baseline", strings.Replace(ok, "  baseline: {endpoint: \"http://10.0.0.1:8000\", metrics: [\"http://10.0.0.1:8000/metrics\"]}\n", "", 1), []string{"canary.baseline.endpoint", "canary.baseline.metrics"}},
+		{"falling shares", strings.Replace(ok, "[0.01, 0.05, 0.2]", "[0.2, 0.05]", 1), []string{"canary.shares[1]", "above the step before"}},
+		{"share past 1", strings.Replace(ok, "[0.01, 0.05, 0.2]", "[1.5]", 1), []string{"canary.shares[0]", "(0, 1]"}},
+		{"short hold", strings.Replace(ok, "hold_s: 600", "hold_s: 100", 1), []string{"canary.hold_s", "3 windows"}},
+		{"max hold under hold", ok + "  max_hold_s: 300\n", []string{"canary.max_hold_s"}},
+		{"promote without kubernetes", ok + "  promote: on_ready\n", []string{"canary.promote", "kubernetes"}},
+		{"promote typo", ok + "  promote: always\n", []string{"canary.promote", "never or on_ready"}},
+		{"bad listen", ok + "  listen: nowhere\n", []string{"canary.listen"}},
+		{"unknown field", ok + "  weight: 3\n", []string{"weight"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(live+tc.yaml), "canary.yaml")
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	// the built-in simulator is no live recipe to canary
+	if _, err := Parse(append(defaultYAML, []byte(ok)...), "sim.yaml"); err == nil || !strings.Contains(err.Error(), "canary.baseline") {
+		t.Errorf("canary of the simulator: %v, want it refused", err)
+	}
+}
