@@ -528,3 +528,25 @@ func TestDashboardHeadroomPanelsFilterByJobAndNamespace(t *testing.T) {
 		t.Errorf("%d headroom_* selectors, want the headroom panels' and every bar", n)
 	}
 }
+
+// TestDashboardCountsStepsFromOne: the step panel showed headroom_step, the
+// 0-based index, where the reports, steps.csv and the PR comment count
+// from 1.
+func TestDashboardCountsStepsFromOne(t *testing.T) {
+	d := readDashboard(t)
+	found := false
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			if !slices.Contains(metricNames(tg.Expr), "headroom_step") {
+				continue
+			}
+			found = true
+			if !strings.HasSuffix(strings.TrimSpace(tg.Expr), "+ 1") || !strings.Contains(tg.Expr, ">= 0") || strings.Contains(p.Title, "0-based") {
+				t.Errorf("%q: %s, want the step counted from 1 (headroom_step + 1) and nothing outside the sweep (-1)", p.Title, tg.Expr)
+			}
+		}
+	}
+	if !found {
+		t.Error("no panel shows headroom_step")
+	}
+}
