@@ -158,7 +158,15 @@ func TestChartTextDoesNotOverlap(t *testing.T) {
 	if err := os.WriteFile(cmp, cmpPage, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, page := range []string{d.File("report.html"), cmp} {
+	// and a long ladder, its steps over time too short for their labels
+	var long []sweep.StepResult
+	for i := 0; i < 24; i++ {
+		long = append(long, judgedStep(i, 100+10*i, pv{1 + 0.2*float64(i), 0.8 + 0.2*float64(i), 1.3 + 0.2*float64(i), 1, 2.5}, pv{30, 25, 35, 20, 40}, pv{0, 0, 0.01, 0, 0}))
+	}
+	ls := summaryOf(long, 0)
+	ls.Recipe.Name = "long"
+	longRun := writeRun(t, ls)
+	for _, page := range []string{d.File("report.html"), cmp, longRun.File("report.html")} {
 		for _, width := range []int{1280, 700} {
 			if os.Getenv("HEADROOM_KEEP_SCREENSHOTS") != "" {
 				screenshotW(t, page, width, 5000)
@@ -289,5 +297,38 @@ func TestTickLabelsKeepApart(t *testing.T) {
 	}
 	if n := strings.Count(svg, fmt.Sprintf(`y1="%.1f" y2="%.1f"`, p.h-p.b, p.h-p.b+6)); n != 6 {
 		t.Errorf("%d tick marks, want the 6 ticks kept, labelled or not", n)
+	}
+}
+
+// TestStepLabelsKeepApart: a long ladder drawn over time at 760 px has
+// steps too short for their sessions side by side ("100" is about 31 px,
+// a step 27); every other label goes a row up, and none touches another.
+func TestStepLabelsKeepApart(t *testing.T) {
+	var r Run
+	for i := 0; i < 24; i++ {
+		start := float64(i) * 600
+		r.Summary.Steps = append(r.Summary.Steps, Step{Sessions: 100 + 10*i, Verdict: "pass", StartS: start, MeasureStartS: start + 60, EndS: start + 600})
+	}
+	svg := queueChart(r, halfW)
+	var boxes []box
+	var got []string
+	for _, m := range svgTextRe.FindAllStringSubmatch(svg, -1) {
+		if n, err := strconv.Atoi(m[5]); err != nil || n < 100 || !strings.Contains(m[4], `font-weight="700"`) {
+			continue
+		}
+		x, _ := strconv.ParseFloat(m[1], 64)
+		y, _ := strconv.ParseFloat(m[2], 64)
+		boxes = append(boxes, textBox(x, y, m[3], 14, true, m[5]))
+		got = append(got, m[5])
+	}
+	if len(got) != 24 {
+		t.Errorf("%d steps labelled with their sessions, want all 24: %q", len(got), got)
+	}
+	for i := range boxes {
+		for j := i + 1; j < len(boxes); j++ {
+			if b := (box{boxes[i].x0 - 2, boxes[i].y0, boxes[i].x1 + 2, boxes[i].y1}); b.overlap(boxes[j]) > 0 {
+				t.Errorf("step labels %s and %s touch", got[i], got[j])
+			}
+		}
 	}
 }

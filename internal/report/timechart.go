@@ -63,20 +63,45 @@ func timeChart(series []GaugePoint, steps []Step, lines []gaugeLine, ylabel, tit
 	p.t += 20 // room for the step labels
 	p.h += 20
 
-	// step spans
+	// each step's sessions on top of its span; where steps are too short for
+	// their labels side by side, a label that would touch the one before
+	// goes a row up, and where that row is taken too, only its tooltip says it
+	starts := make([]float64, len(steps))
+	rows := make([]int, len(steps))
 	prevEnd := 0.0
-	for _, st := range steps {
-		start := st.StartS
-		if start == 0 {
-			start = prevEnd
+	var last [2]float64 // right edge of the last label on each row
+	twoRows := false
+	last[0], last[1] = math.Inf(-1), math.Inf(-1)
+	for i, st := range steps {
+		starts[i] = st.StartS
+		if starts[i] == 0 {
+			starts[i] = prevEnd
 		}
 		prevEnd = st.EndS
+		b := textBox(p.px((starts[i]+st.EndS)/2/div), 0, "middle", 14, true, fmt.Sprint(st.Sessions))
+		rows[i] = -1
+		for r := range last {
+			if b.x0 >= last[r]+4 {
+				rows[i], last[r] = r, b.x1
+				break
+			}
+		}
+		twoRows = twoRows || rows[i] == 1
+	}
+	if twoRows {
+		p.t += 18
+		p.h += 18
+	}
+	for i, st := range steps {
+		start := starts[i]
 		p.rect(start/div, st.MeasureStartS/div, 0, top, colWarmup, "")
 		x := p.px(start / div)
 		p.add(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#8c959f" stroke-width="1.2" stroke-dasharray="4 3"/>`+"\n", x, x, p.py(top)-18, p.py(0))
 		mid := p.px((start + st.EndS) / 2 / div)
 		p.add(`<g><title>%d sessions: %s</title>`, st.Sessions, esc(verdictWords(st.Verdict)))
-		p.text(mid, p.py(top)-5, "middle", `font-size="14" font-weight="700" fill="`+colInk+`"`, fmt.Sprint(st.Sessions))
+		if rows[i] >= 0 {
+			p.text(mid, p.py(top)-5-18*float64(rows[i]), "middle", `font-size="14" font-weight="700" fill="`+colInk+`"`, fmt.Sprint(st.Sessions))
+		}
 		p.add("</g>\n")
 	}
 	xt := niceTicks(0, xMax, max(4, int(12*width/chartW)))
