@@ -15,8 +15,9 @@ import (
 	"unicode/utf8"
 )
 
-// fast retries, so the tests take milliseconds.
-var fast = Options{Tries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Timeout: 2 * time.Second}
+// fast retries, so the tests take milliseconds; the timeout of a try only
+// guards against a hang (a loopback answer on a loaded host may be slow).
+var fast = Options{Tries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond, Timeout: 30 * time.Second}
 
 // ghServer is a loopback stand-in for GitHub's REST API on one pull
 // request (acme/serving#42): it checks each request the way GitHub would,
@@ -245,7 +246,7 @@ func TestFailedPostIsAWarningNotADrop(t *testing.T) {
 func TestALaterEditMakesUpForAFailedOne(t *testing.T) {
 	gh, srv := newGHServer(t, "tok-123456")
 	g := &GitHub{API: srv.URL + "/api/v3", Repo: "acme/serving", PR: 42, Token: "tok-123456", Title: "t"}
-	s := Start(Options{Tries: 1, Backoff: time.Millisecond, Timeout: time.Second}, g)
+	s := Start(Options{Tries: 1, Backoff: time.Millisecond, Timeout: 30 * time.Second}, g)
 	s.Post(Message{Text: "first", Event: "step"})
 	waitFor(t, func() bool { _, r := gh.snapshot(); return len(r) == 2 }) // GET, POST
 	gh.mu.Lock()

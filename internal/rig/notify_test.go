@@ -23,7 +23,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
-var fastNotify = notify.Options{Tries: 2, Backoff: time.Millisecond, Timeout: 2 * time.Second}
+var fastNotify = notify.Options{Tries: 2, Backoff: time.Millisecond, Timeout: 30 * time.Second} // the timeout: a hang guard
 
 func TestNotifierPostsTheComment(t *testing.T) {
 	const token = "ghp_0123456789abcdef"
