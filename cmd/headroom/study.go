@@ -152,7 +152,7 @@ spent, warm-up included, with the capacity and interval each found.`,
 		c.Flags().BoolVar(&asJSON, "json", false, "print the results as JSON")
 		c.Flags().StringVar(&out, "output", "", "folder for the runs' directories (default: a temporary folder)")
 	}
-	cmd.AddCommand(coverage, sweeps)
+	cmd.AddCommand(coverage, sweeps, transferCmd(stdout, stderr))
 	return cmd
 }
 

@@ -179,3 +179,23 @@ func TestDecideQueue(t *testing.T) {
 		t.Errorf("80 ms of queue in all was taken to tell: %s", note)
 	}
 }
+
+// TestShifted: the fitted timing fields move by their standard errors
+// towards a slower engine (a lower prefill rate, higher costs), the others
+// stay.
+func TestShifted(t *testing.T) {
+	f := Fit{Params: []Param{
+		{Field: "prefill_tokens_per_second", Value: 20000, SE: 1000, Status: Fitted},
+		{Field: "decode_base_seconds", Value: 0.01, SE: 0.001, Status: Fitted},
+		{Field: "request_seconds", Value: 2, SE: 0.1, Status: Fitted},
+		{Field: "decode_seconds_per_kv_token", Value: 1e-8, SE: 1e-9, Status: Prior},
+	}}
+	f.Profile.PrefillTokensPerSecond, f.Profile.DecodeBaseSeconds, f.Profile.RequestSeconds, f.Profile.DecodeSecondsPerKVToken = 20000, 0.01, 2, 1e-8
+	p := f.Shifted(2)
+	if p.PrefillTokensPerSecond != 18000 || math.Abs(p.DecodeBaseSeconds-0.012) > 1e-12 || math.Abs(p.RequestSeconds-2.2) > 1e-12 || p.DecodeSecondsPerKVToken != 1e-8 {
+		t.Errorf("shifted 2 SE slower: %+v", p)
+	}
+	if q := f.Shifted(-2); q.PrefillTokensPerSecond != 22000 || math.Abs(q.RequestSeconds-1.8) > 1e-12 {
+		t.Errorf("shifted 2 SE faster: %+v", q)
+	}
+}

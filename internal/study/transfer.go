@@ -1,0 +1,184 @@
+package study
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/headroom-bench/headroom/internal/calibrate"
+	"github.com/headroom-bench/headroom/internal/sweep"
+)
+
+// TransferCase is one prediction of the transfer study: a profile fitted
+// to the Calibrate run directories predicts the Measured one's recipe.
+type TransferCase struct {
+	Name      string   `json:"name"`
+	Calibrate []string `json:"calibrate"` // run directories, relative to the cases file
+	Measured  string   `json:"measured"`
+}
+
+// TransferRow is a case's outcome: the capacity predicted on the fitted
+// profile with its interval widened by the fit's own uncertainty (the
+// predictions on the profile moved 1.96 standard errors slower and
+// faster), against the one measured.
+type TransferRow struct {
+	Case       string         `json:"case"`
+	Predicted  float64        `json:"predicted"`
+	Lo         float64        `json:"lo"`
+	Hi         float64        `json:"hi"`
+	Measured   sweep.Capacity `json:"measured"`
+	StepSize   float64        `json:"step_size"`
+	ErrorSteps float64        `json:"error_steps"` // predicted minus measured, in ladder steps
+	Covered    bool           `json:"covered"`
+	Note       string         `json:"note,omitempty"`
+}
+
+// LoadTransferCases reads a cases file (YAML: a list of TransferCase) and
+// makes its run directories absolute.
+func LoadTransferCases(path string) ([]TransferCase, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("transfer cases: %w", err)
+	}
+	var cs []TransferCase
+	if err := yaml.UnmarshalStrict(b, &cs); err != nil {
+		return nil, fmt.Errorf("transfer cases %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	for i := range cs {
+		c := &cs[i]
+		if c.Name == "" || c.Measured == "" || len(c.Calibrate) == 0 {
+			return nil, fmt.Errorf("transfer cases %s: case %d needs name, calibrate and measured", path, i+1)
+		}
+		for j := range c.Calibrate {
+			c.Calibrate[j] = filepath.Join(dir, c.Calibrate[j])
+		}
+		c.Measured = filepath.Join(dir, c.Measured)
+	}
+	return cs, nil
+}
+
+// Transfer fits and predicts every case, the predicted runs' directories
+// under out.
+func Transfer(ctx context.Context, cases []TransferCase, out string, run calibrate.Runner) ([]TransferRow, error) {
+	var rows []TransferRow
+	for _, c := range cases {
+		r, err := transferCase(ctx, c, out, run)
+		if err != nil {
+			return rows, fmt.Errorf("transfer case %s: %w", c.Name, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func transferCase(ctx context.Context, c TransferCase, out string, run calibrate.Runner) (TransferRow, error) {
+	row := TransferRow{Case: c.Name}
+	var runs []calibrate.Run
+	for _, d := range c.Calibrate {
+		r, err := calibrate.Load(d)
+		if err != nil {
+			return row, err
+		}
+		runs = append(runs, r)
+	}
+	fit, err := calibrate.FitProfile(runs)
+	if err != nil {
+		return row, err
+	}
+	measured, err := calibrate.Load(c.Measured)
+	if err != nil {
+		return row, err
+	}
+	dir := filepath.Join(out, safeName(c.Name))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return row, err
+	}
+	var caps []sweep.Capacity
+	var cmp calibrate.Comparison
+	for i, z := range []float64{0, -1.96, 1.96} {
+		f := fit
+		f.Profile = fit.Shifted(z)
+		path := filepath.Join(dir, fmt.Sprintf("profile%+.2f.yaml", z))
+		b, err := f.ProfileYAML(c.Calibrate)
+		if err != nil {
+			return row, err
+		}
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			return row, err
+		}
+		cfg, err := calibrate.PredictConfig(measured, path, fit.Personality, dir)
+		if err != nil {
+			return row, err
+		}
+		got, err := calibrate.Predict(ctx, measured, cfg, run)
+		if err != nil {
+			return row, err
+		}
+		if i == 0 {
+			cmp = got
+		}
+		caps = append(caps, got.Predicted)
+	}
+	row.Measured, row.StepSize = measured.Summary.Capacity, cmp.StepSize
+	row.Predicted, row.Lo, row.Hi = caps[0].Sessions, math.Inf(1), math.Inf(-1)
+	for _, k := range caps {
+		row.Lo, row.Hi = math.Min(row.Lo, k.Lo), math.Max(row.Hi, k.Hi)
+	}
+	row.ErrorSteps = cmp.CapacitySteps()
+	m := row.Measured.Sessions
+	row.Covered = !row.Measured.NotEstablished && m >= row.Lo && m <= row.Hi
+	var notes []string
+	if row.Measured.AtLeast {
+		notes = append(notes, "measured is a lower bound")
+	}
+	if caps[0].AtLeast {
+		notes = append(notes, "predicted is a lower bound")
+	}
+	if math.IsNaN(cmp.CapacityError) {
+		notes = append(notes, "a run established no capacity")
+	}
+	row.Note = strings.Join(notes, "; ")
+	return row, nil
+}
+
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
+			return r
+		}
+		return '-'
+	}, s)
+}
+
+// WriteTransferTable writes the rows as a Markdown table: case, predicted
+// (with its interval), measured, error in ladder steps, covered.
+func WriteTransferTable(w io.Writer, rows []TransferRow) error {
+	fmt.Fprintln(w, "| case | predicted (interval with the fit's uncertainty) | measured (95% interval) | error | covered |")
+	fmt.Fprintln(w, "|---|---|---|---|---|")
+	for _, r := range rows {
+		errText := "-"
+		if !math.IsNaN(r.ErrorSteps) {
+			errText = fmt.Sprintf("%+.2f steps of %g", r.ErrorSteps, r.StepSize)
+		}
+		covered := "no"
+		if r.Covered {
+			covered = "yes"
+		}
+		m := fmt.Sprintf("%.1f (%.1f-%.1f)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
+		line := fmt.Sprintf("| %s | %.1f (%.1f-%.1f) | %s | %s | %s |", r.Case, r.Predicted, r.Lo, r.Hi, m, errText, covered)
+		if r.Note != "" {
+			line = strings.TrimSuffix(line, " |") + " (" + r.Note + ") |"
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
