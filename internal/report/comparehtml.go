@@ -17,15 +17,22 @@ type hbar struct {
 
 // hbarChart draws one horizontal bar per recipe with its 95% interval as a
 // whisker; a bar whose ceiling was not reached ends in an open arrow. Drawn
-// narrower than chartW (for a narrow window), each recipe's name goes on
-// its own line above its bar, so the bars keep the chart's width. The axis
-// reaches far enough that every bar's value fits after it.
+// narrower than chartW (for a narrow window), or with a name too long for
+// the margin left of the bars, each recipe's name goes on its own line
+// above its bar, so the bars keep the chart's width. The axis reaches far
+// enough that every bar's value fits after it.
 func hbarChart(bars []hbar, xlabel, title string, width float64) string {
-	narrow := width < chartW
 	p := &plot{w: width, l: 280, r: 40, t: 20, b: 64, y0: 0, y1: 1}
+	stacked := width < chartW
+	for _, b := range bars {
+		stacked = stacked || textW(b.label, 15, true) > p.l-24
+	}
 	rowH, nTicks := 46.0, 6
-	if narrow {
-		p.l, rowH, nTicks = 24, 64, 4
+	if stacked {
+		p.l, rowH = 24, 64
+	}
+	if width < chartW {
+		nTicks = 4
 	}
 	plotW := p.w - p.l - p.r
 	top := 0.0
@@ -60,7 +67,7 @@ func hbarChart(bars []hbar, xlabel, title string, width float64) string {
 	p.text((p.l+p.w-p.r)/2, p.h-12, "middle", `font-size="16" font-weight="600" fill="`+colInk+`"`, xlabel)
 	for i, b := range bars {
 		cy := p.t + rowH*(float64(i)+0.5)
-		if narrow {
+		if stacked {
 			cy += 10
 			p.text(p.l+2, cy-22, "start", `font-size="15" font-weight="600" fill="`+colInk+`"`, b.label)
 		} else {

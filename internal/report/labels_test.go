@@ -150,7 +150,9 @@ func TestChartTextDoesNotOverlap(t *testing.T) {
 	s := summaryOf(cutLadder(), 10)
 	s.Recipe.Name = "cut"
 	d := writeRun(t, s)
-	_, cmpPage, err := Compare([]*Dir{d, synthRun(t, "bigger", 4, Mix{Heavy: 0.5, Light: 0.5}, ladder, ladderCapacity, 15, true)})
+	// compared with a recipe whose name is longer than the bar charts'
+	// margin for names
+	_, cmpPage, err := Compare([]*Dir{d, synthRun(t, "a-recipe-with-a-rather-long-name-for-a-narrow-window", 4, Mix{Heavy: 0.5, Light: 0.5}, ladder, ladderCapacity, 15, true)})
 	if err != nil {
 		t.Fatal(err)
 	}
