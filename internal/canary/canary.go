@@ -200,10 +200,18 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 			res.Steps[0].StartS = rel(next)
 			continue
 		}
-		if (next-stepStart)%p.Window != 0 {
+		// the kill switch's rule is read at every scrape on the last
+		// window's worth of it, as a recipe run's is: a clear miss rolls
+		// back at once, not at the window's end
+		miss := ""
+		if next-stepStart >= p.Window {
+			miss = c.miss(samples[Candidate], stepStart, next)
+		}
+		if miss == "" && (next-stepStart)%p.Window != 0 {
 			continue
 		}
 		t := c.judge(step, stepStart, next, samples)
+		t.Miss = miss
 		t.At = rel(next)
 		held := next - stepStart
 		switch {
@@ -246,6 +254,12 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 			endStep("raise", next)
 			step++
 			stepStart = next
+			// the new share is judged from here: what came before is
+			// read no more (its last sample is the next windows' edge)
+			c.Router.Forget(next)
+			for side := range samples {
+				samples[side] = since(samples[side], next)
+			}
 			c.Router.SetShare(p.Shares[step])
 			res.Steps = append(res.Steps, StepRecord{Share: p.Shares[step], StartS: rel(next)})
 		}
@@ -269,18 +283,33 @@ func (c *Controller) judge(step int, from, to time.Duration, samples [2][]signal
 	}
 	t.Windows = len(js[Candidate].windows)
 	t.NoWorse = compare(p.NoWorse, p.Options, js[Baseline], js[Candidate])
-	if ws := js[Candidate].windows; len(ws) > 0 {
-		snap := c.Router.Snapshot()
-		smp := samples[Candidate]
-		var recent []signal.Sample
-		for _, s := range smp {
-			if s.At >= from {
-				recent = append(recent, s)
-			}
-		}
-		t.Miss = clearMiss(p.Kill, p.Bar, recent, ws[len(ws)-1], snap.Live[Candidate])
-	}
 	return t
+}
+
+// miss reads the kill switch's rule on the candidate's samples of the share
+// step (from on) and its last window, [now-Window, now].
+func (c *Controller) miss(samples []signal.Sample, from, now time.Duration) string {
+	var recent []signal.Sample
+	for _, s := range samples {
+		if s.At >= from {
+			recent = append(recent, s)
+		}
+	}
+	ws := signal.Windows(recent, now-c.Plan.Window, now, c.Plan.Window)
+	if len(ws) == 0 {
+		return ""
+	}
+	return clearMiss(c.Plan.Kill, c.Plan.Bar, recent, ws[len(ws)-1], c.Router.Snapshot().Live[Candidate])
+}
+
+// since keeps the samples taken at or after t, in a fresh slice.
+func since(samples []signal.Sample, t time.Duration) []signal.Sample {
+	for i, s := range samples {
+		if s.At >= t {
+			return append([]signal.Sample(nil), samples[i:]...)
+		}
+	}
+	return nil
 }
 
 func holdWhy(t Tick, held, hold time.Duration) string {

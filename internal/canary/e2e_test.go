@@ -246,8 +246,8 @@ func TestCanaryOnSharedTraces(t *testing.T) {
 		t.Fatal("the candidate was never made worse")
 	}
 	last := res.Ticks[len(res.Ticks)-1]
-	if waited := last.At - worsenedAt; waited > 2*plan.Window.Seconds() {
-		t.Errorf("rolled back %.0fs after the candidate was made worse: want within two windows", waited)
+	if waited := last.At - worsenedAt; waited > plan.Window.Seconds()/2 {
+		t.Errorf("rolled back %.0fs after the candidate was made worse: want within half a window", waited)
 	}
 	if res.Final.Share != 0 {
 		t.Errorf("share %g after the rollback, want 0", res.Final.Share)

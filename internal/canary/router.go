@@ -177,6 +177,24 @@ func (rt *Router) Observations(side int, from time.Duration) []Observation {
 	return out
 }
 
+// Forget drops the observations that arrived before t: a share step's
+// judged time begins at t, and nothing before it is read again.
+func (rt *Router) Forget(t time.Duration) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for side, obs := range rt.obs {
+		k := 0
+		for _, o := range obs {
+			if o.Arrival >= t {
+				obs[k] = o
+				k++
+			}
+		}
+		clear(obs[k:])
+		rt.obs[side] = obs[:k]
+	}
+}
+
 // pick is the side of a request of session key arriving at now.
 func (rt *Router) pick(key uint64, keyed bool, now time.Duration) (side int, id string) {
 	rt.mu.Lock()
