@@ -69,6 +69,9 @@ type Bar struct {
 	// ClientErrors counts errors as the client saw them when the server
 	// reports no HTTP status counters (SGLang alone); the report says so.
 	ClientErrors bool `json:"client_errors,omitempty"`
+	// AllowPreemptions lets latency pass in a step whose engine preempted
+	// requests for lack of KV cache; by default such a step reads too close.
+	AllowPreemptions bool `json:"allow_preemptions,omitempty"`
 }
 
 // Workload says which sessions are replayed and how.
@@ -159,8 +162,9 @@ type Sweep struct {
 	// BootstrapBlock resamples runs of this many neighbouring windows
 	// (moving-block bootstrap) instead of single windows, for windows that
 	// are not independent; 1 is the plain bootstrap; 0 (the default) picks
-	// the length from the step's windows (stats.BlockLength: n^(1/3), at
-	// least 2 from 8 windows).
+	// the length from the step's windows (stats.AutoBlockLength: as long as
+	// neighbouring windows are alike, never below n^(1/3), at least 2 from 8
+	// windows, at most n/3).
 	BootstrapBlock int `json:"bootstrap_block"`
 	// ReadyTimeoutS is how long pre-flight waits, in modelled seconds, for
 	// an endpoint that is still starting (connection refused, 503 while the

@@ -34,6 +34,7 @@ func SweepPlan(cfg config.Run) sweep.Plan {
 	opts := verdict.DefaultOptions()
 	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
 	opts.ClientErrors = cfg.Bar.ClientErrors
+	opts.AllowPreemptions = cfg.Bar.AllowPreemptions
 	return sweep.Plan{
 		Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
 		MaxStep: seconds(cfg.Sweep.MaxStepS), Budget: sweepBudget(cfg),

@@ -21,7 +21,8 @@ import (
 // drawn from its own estimate and interval (a split normal in the fit's
 // scale whose 2.5% and 97.5% points are the interval's bounds), the curve is
 // refitted and crossed again, and the 2.5th and 97.5th percentiles of the
-// crossings are the bounds. A step whose part read fail stays off the bar in
+// crossings are the bounds. A part at the engine's limit (verdict.Part's
+// AtLimit: the engine preempted) counts as on the bar at best. A step whose part read fail stays off the bar in
 // every draw (the verdict may rest on more than the interval: an open bucket
 // edge). A draw that misses at the first step is "below the first step" and
 // one that holds at the last is "not reached": nothing is extrapolated
@@ -105,6 +106,14 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 			floor := 1e-6
 			down := math.Max((c-best)/z, floor)
 			up := math.Max((worst-c)/z, floor)
+			if part.AtLimit && c < 0 {
+				// the engine preempted: the level is at its limit, so the
+				// fit places it on the bar, as likely beyond as within, with
+				// a spread that reaches the measured value at its best
+				down = math.Max(down, -c/z+(c-best)/z)
+				up = math.Max(up, down)
+				c = 0
+			}
 			se := (down + up) / 2
 			w := 1 / (se * se)
 			measured++

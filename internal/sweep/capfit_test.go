@@ -140,3 +140,37 @@ func TestCapacityFailInsideTheBar(t *testing.T) {
 		t.Errorf("capacity %s (%+v): want an interval of some width closed at 12, limited by ttft", got, got)
 	}
 }
+
+// TestCapacityAtTheEngineLimit: the default recipe's 12-session step read
+// pass on its own windows (P90 TTFT 0.76 s) while the engine preempted and
+// the pooled truth there was 18 s; the fit took 12 as held and said
+// "capacity 12 sessions (95% interval 12-13.6)" although the repeat at 12
+// and the step at 16 missed. A part at the engine's limit (AtLimit) counts
+// as on the bar, as likely beyond as within, so the capacity is at most 12
+// and its interval reaches well below it.
+func TestCapacityAtTheEngineLimit(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	ladder := func(atLimit bool) Capacity {
+		twelve := step(12, [3]float64{0.76, 0.6, 1.0}, fast)
+		if atLimit {
+			twelve.Judged.Verdict = verdict.TooClose
+			for i := range twelve.Judged.Parts[:2] {
+				twelve.Judged.Parts[i].Verdict, twelve.Judged.Parts[i].AtLimit = verdict.TooClose, true
+			}
+			twelve.Judged.Preemptions = 3
+		}
+		return CapacityOf([]Point{
+			step(4, [3]float64{0.47, 0.4, 0.6}, fast),
+			step(8, [3]float64{0.5, 0.4, 0.7}, fast),
+			twelve,
+			step(16, [3]float64{40, 30, 80}, [3]float64{2.5, 2, 3.3}), // fail
+		})
+	}
+	before, after := ladder(false), ladder(true)
+	if before.Lo < 12 {
+		t.Fatalf("without the limit: capacity %s, want the fit to take 12 as held", before)
+	}
+	if !(after.Sessions <= 12 && after.Lo < 11 && after.Lo > 8 && after.Hi >= 12) {
+		t.Errorf("at the engine's limit: capacity %s, want at most 12, an interval from between 8 and 11 reaching 12", after)
+	}
+}

@@ -3,6 +3,7 @@ package verdict
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,5 +167,44 @@ func TestIntervalNeverPassesTheLargestFiniteBucket(t *testing.T) {
 	p, _ := Judge(bar, ws, load(3, 100, 100), DefaultOptions()).Part(PartTTFT)
 	if p.Bucket[1] > 10 || p.Value.Hi > 10 || p.Value.Hi < p.Bucket[1] {
 		t.Errorf("P90 %v in bucket %v: the interval's top must be the last finite bound, 10 s", p.Value, p.Bucket)
+	}
+}
+
+// TestPreemptionsKeepLatencyFromPassing: a step whose windows read well
+// inside the bar but whose engine preempted requests for lack of KV cache
+// reads too close on latency (issue 21: on the default recipe the
+// preempting 12-session steps were where false passes came from), with
+// the count and a warning; bar.allow_preemptions judges on the bar alone.
+func TestPreemptionsKeepLatencyFromPassing(t *testing.T) {
+	ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(20)
+	ls := load(20, 100, 100)
+	clean := Judge(bar, ws, ls, DefaultOptions())
+	if clean.Verdict != Pass || clean.Preemptions != 0 {
+		t.Fatalf("without preemptions: %s with %g preemptions, want pass", clean.Verdict, clean.Preemptions)
+	}
+	ws[7].Counter[signal.Preemptions], ws[12].Counter[signal.Preemptions] = 2, 1
+	st := Judge(bar, ws, ls, DefaultOptions())
+	if st.Verdict != TooClose || st.Preemptions != 3 {
+		t.Errorf("with 3 preemptions: %s with %g preemptions, want too close with 3", st.Verdict, st.Preemptions)
+	}
+	for _, name := range []string{PartTTFT, PartInteractivity} {
+		if p, _ := st.Part(name); p.Verdict != TooClose || !p.AtLimit {
+			t.Errorf("%s: %s (at limit %v), want too close at the limit", name, p.Verdict, p.AtLimit)
+		}
+	}
+	if p, _ := st.Part(PartErrors); p.AtLimit {
+		t.Errorf("errors at the limit: the rule is about latency")
+	}
+	found := false
+	for _, w := range st.Warnings {
+		found = found || strings.Contains(w, "preempted 3 requests")
+	}
+	if !found {
+		t.Errorf("warnings %q: want one naming the 3 preemptions", st.Warnings)
+	}
+	o := DefaultOptions()
+	o.AllowPreemptions = true
+	if got := Judge(bar, ws, ls, o); got.Verdict != Pass {
+		t.Errorf("with preemptions allowed: %s, want pass", got.Verdict)
 	}
 }

@@ -91,6 +91,9 @@ type Part struct {
 	// Spread says which sources of variance the interval carries (windows
 	// in blocks, sessions); nil when it is the bucket or binomial one alone.
 	Spread *Spread `json:"spread,omitempty"`
+	// AtLimit is true when the part would have passed but the engine
+	// preempted requests in the step (Step.Preemptions): it reads too close.
+	AtLimit bool `json:"at_limit,omitempty"`
 }
 
 // DerivedSource is the interactivity part's source when its per-request
@@ -133,6 +136,10 @@ type Step struct {
 	Missing      []string `json:"missing,omitempty"` // every signal the bar wanted and did not get
 	Warnings     []string `json:"warnings,omitempty"`
 	SentFraction float64  `json:"sent_fraction"`
+	// Preemptions is how many requests the engine preempted (vLLM) or
+	// retracted (SGLang) for lack of KV cache over the judged windows, as
+	// its counter reports; 0 when it reports none or has no such counter.
+	Preemptions float64 `json:"preemptions,omitempty"`
 }
 
 // Part returns the part with the given name.
@@ -156,6 +163,10 @@ type Options struct {
 	// alone does not), counts errors as the client saw them instead of
 	// reading no data; the part's source says so. Off by default.
 	ClientErrors bool `json:"client_errors,omitempty"`
+	// AllowPreemptions judges latency on the bar alone in a step whose
+	// engine preempted requests; by default such a step's latency cannot
+	// pass (see atLimit).
+	AllowPreemptions bool `json:"allow_preemptions,omitempty"`
 }
 
 // DefaultOptions are 2000 resamples of windows in moving blocks of
@@ -220,6 +231,7 @@ func judgeStep(bar Bar, windows []signal.Window, load []LoadWindow, reqs []Reque
 			}
 		}
 	}
+	st.atLimit(windows, o)
 	st.Verdict = Pass
 	for _, p := range st.Parts {
 		st.Verdict = Worse(st.Verdict, p.Verdict)
@@ -230,6 +242,36 @@ func judgeStep(bar Bar, windows []signal.Window, load []LoadWindow, reqs []Reque
 		}
 	}
 	return st
+}
+
+// atLimit sums the engine's preemptions over the judged windows and, unless
+// the options allow them, turns latency parts that passed into too close.
+// An engine that preempts has run out of KV cache: it recomputes, and a
+// replay with other sessions, or the same one a little longer, can tip it
+// into a queue that runs away (on the built-in simulator's default recipe
+// every step at 12 sessions preempted or filled the cache, and the pooled
+// truth there is 18 s against a 5.3 s bar, while two of 20 such steps read
+// pass on their own windows). A pass is a claim about the recipe, not
+// about the sessions one run drew, so it needs a step clear of that limit.
+func (st *Step) atLimit(windows []signal.Window, o Options) {
+	for _, w := range windows {
+		if v, ok := w.Counter[signal.Preemptions]; ok && v > 0 {
+			st.Preemptions += v
+		}
+	}
+	if !(st.Preemptions > 0) || o.AllowPreemptions {
+		return
+	}
+	demoted := false
+	for i := range st.Parts {
+		p := &st.Parts[i]
+		if (p.Name == PartTTFT || p.Name == PartInteractivity) && p.Verdict == Pass {
+			p.Verdict, p.AtLimit, demoted = TooClose, true, true
+		}
+	}
+	if demoted {
+		st.Warnings = append(st.Warnings, fmt.Sprintf("the engine preempted %g requests for lack of KV cache: it is at its limit, where another draw of sessions can tip it into a queue that runs away, so latency reads too close, not pass (bar.allow_preemptions: true judges it on the bar alone)", st.Preemptions))
+	}
 }
 
 // stalledWindows counts windows in which requests were waiting or running
