@@ -167,6 +167,12 @@ func TestProjectedClear(t *testing.T) {
 	if projectedClear(ttft, 100, 100, 0.95) {
 		t.Error("an interval with no upper end projected clear")
 	}
+	// well inside the bar but the engine preempted: more time cannot make
+	// it pass, so the step does not extend for it
+	limit := verdict.Part{Name: verdict.PartTTFT, Verdict: verdict.TooClose, AtLimit: true, Bar: 5.3, Value: stats.Summary{Center: 0.8, Lo: 0.6, Hi: 1.2}}
+	if projectedClear(limit, 100, 4, 0.95) {
+		t.Error("a part at the engine's limit projected clear")
+	}
 }
 
 // TestDecidableLooksPastNoData: a provisional judgement that reads no data
