@@ -203,19 +203,10 @@ func runCanary(ctx context.Context, cfg config.Run, outDir string, exitWhenDone 
 	}
 	fmt.Fprintf(stdout, "%s: canary %s: %s\n", cfg.Recipe.Name, res.Outcome, res.Reason)
 	fmt.Fprintf(stdout, "%s: share steps and both sides' figures in %s\n", cfg.Recipe.Name, filepath.Join(outDir, "canary.md"))
-	var outcome error
-	switch res.Outcome {
-	case canary.Ready:
-		if c.Promote == config.CanaryPromoteOnReady {
-			p := rig.Promotion{Promote: true, RunID: cfg.Recipe.Name + "/canary-" + stamp, Reason: res.Reason}
-			if err := promoteRun(ctx, cfg, p, stdout, stderr, newDep); err != nil {
-				return err
-			}
-		}
-	case canary.Failed:
-		outcome = exitError{code: 1}
-	default:
-		outcome = exitError{code: 2}
+	outcome := afterCanary(ctx, cfg, res, "canary-"+stamp, stdout, stderr, newDep)
+	var ee exitError
+	if outcome != nil && !errors.As(outcome, &ee) {
+		return outcome
 	}
 	if exitWhenDone || ctx.Err() != nil {
 		return outcome
@@ -229,4 +220,21 @@ func runCanary(ctx context.Context, cfg config.Run, outDir string, exitWhenDone 
 		}
 	}
 	return outcome
+}
+
+// afterCanary acts on a decided canary: a ready candidate is promoted
+// through headroom promote's path when canary.promote is on_ready. It
+// returns the command's exit status (nil: 0) or the promotion's error.
+func afterCanary(ctx context.Context, cfg config.Run, res canary.Result, id string, stdout, stderr io.Writer, newDep newDeployer) error {
+	switch res.Outcome {
+	case canary.Ready:
+		if cfg.Canary.Promote != config.CanaryPromoteOnReady {
+			return nil
+		}
+		p := rig.Promotion{Promote: true, RunID: cfg.Recipe.Name + "/" + id, Reason: res.Reason}
+		return promoteRun(ctx, cfg, p, stdout, stderr, newDep)
+	case canary.Failed:
+		return exitError{code: 1}
+	}
+	return exitError{code: 2}
 }

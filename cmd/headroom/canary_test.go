@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/headroom-bench/headroom/internal/canary"
+	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/deploy"
+	"github.com/headroom-bench/headroom/internal/recipe"
 	"github.com/headroom-bench/headroom/internal/sim"
 )
 
@@ -105,4 +108,38 @@ sweep: {ladder: [1], step_s: 180}
 func runWith(t *testing.T, args []string, stdout, stderr *bytes.Buffer) error {
 	t.Helper()
 	return run(context.Background(), args, stdout, stderr)
+}
+
+// TestAfterCanaryPromotesReady: a ready candidate is promoted through the
+// promote path (deployed, ready, kept and labelled) only with promote:
+// on_ready; a failed canary exits 1 and an undecided one 2, promoting
+// nothing.
+func TestAfterCanaryPromotesReady(t *testing.T) {
+	cfg := config.Run{Recipe: config.Recipe{Name: "cand", Endpoint: "http://127.0.0.1:1"}, Canary: &config.Canary{Promote: config.CanaryPromoteOnReady}}
+	cases := []struct {
+		outcome, promote string
+		code             int
+		calls            string
+	}{
+		{canary.Ready, config.CanaryPromoteOnReady, 0, "deploy ready promote cand/canary-x"},
+		{canary.Ready, config.CanaryPromoteNever, 0, ""},
+		{canary.Failed, config.CanaryPromoteOnReady, 1, ""},
+		{canary.Undecided, config.CanaryPromoteOnReady, 2, ""},
+	}
+	for _, tc := range cases {
+		p := &promoter{}
+		cfg.Canary.Promote = tc.promote
+		err := afterCanary(context.Background(), cfg, canary.Result{Outcome: tc.outcome}, "canary-x", &bytes.Buffer{}, &bytes.Buffer{},
+			func(recipe.Recipe, deploy.Env) (deploy.Deployer, error) { return p, nil })
+		code := 0
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		} else if err != nil {
+			t.Fatalf("%s, %s: %v", tc.outcome, tc.promote, err)
+		}
+		if code != tc.code || strings.Join(p.calls, " ") != tc.calls {
+			t.Errorf("%s, %s: exit %d, calls %q; want %d, %q", tc.outcome, tc.promote, code, p.calls, tc.code, tc.calls)
+		}
+	}
 }
