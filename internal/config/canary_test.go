@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,5 +55,25 @@ sweep: {ladder: [5], step_s: 300, window_s: 60, scrape_s: 5}
 	// the built-in simulator is no live recipe to canary
 	if _, err := Parse(append(defaultYAML, []byte(ok)...), "sim.yaml"); err == nil || !strings.Contains(err.Error(), "canary.baseline") {
 		t.Errorf("canary of the simulator: %v, want it refused", err)
+	}
+}
+
+// TestCanaryDocExampleParses keeps docs/canary.md's run file valid.
+func TestCanaryDocExampleParses(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "canary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "```yaml\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("docs/canary.md has no yaml block")
+	}
+	r, err := Parse([]byte(block), "docs/canary.md")
+	if err != nil {
+		t.Fatalf("docs/canary.md's run file: %v", err)
+	}
+	if r.Canary == nil || len(r.Canary.Shares) != 3 {
+		t.Fatalf("docs/canary.md's run file has canary %+v", r.Canary)
 	}
 }
