@@ -116,12 +116,16 @@ being wide) and the GPU minutes each sweep spent.`,
 	coverage.Flags().IntVar(&fine, "fine", 6, "the most levels of the fine grid near the crossing")
 	sweeps := &cobra.Command{
 		Use:   "sweeps",
-		Short: "GPU minutes of the linear ladder against the adaptive sweep, at the same resolution",
-		Long: `sweeps runs each run file twice on the virtual clock: as a linear ladder of
-every sweep.resolution-th session count from its ladder's first step to its
-last, and in adaptive mode over the same range at the same resolution (both
-bracket the crossing as finely), and prints the modelled GPU minutes each
-spent, warm-up included, with the capacity and interval each found.`,
+		Short: "GPU minutes and interval width of the linear ladder, with steps until decided and fixed, and of the adaptive sweep",
+		Long: `sweeps runs each run file three times on the virtual clock: as a linear
+ladder of every sweep.resolution-th session count from its ladder's first
+step to its last, with steps that run until decided (up to
+sweep.max_step_s, today's rule); the same ladder with every step held to
+sweep.step_s (max_step_s = step_s, as steps ran before they extended); and
+in adaptive mode over the same range at the same resolution (all bracket
+the crossing as finely). It prints the modelled GPU minutes each spent,
+warm-up included, the steps that stayed too close, and the capacity and
+the width of its interval.`,
 		Example: `  headroom sim study sweeps -f examples/reference/0-vllm.yaml -f examples/reference/3-vllm-x2.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -136,11 +140,14 @@ spent, warm-up included, with the capacity and interval each found.`,
 			if asJSON {
 				return writeJSON(stdout, res)
 			}
-			fmt.Fprintln(stdout, "| recipe | GPUs | range | linear: steps, GPU-min, capacity | adaptive: steps, GPU-min, capacity | saved |")
-			fmt.Fprintln(stdout, "|---|---|---|---|---|---|")
+			fmt.Fprintln(stdout, "| recipe | GPUs | range | linear, steps until decided: steps (too close), GPU-min, capacity, width | linear, fixed steps: steps (too close), GPU-min, capacity, width | adaptive: steps (too close), GPU-min, capacity, width | adaptive saved |")
+			fmt.Fprintln(stdout, "|---|---|---|---|---|---|---|")
+			arm := func(c study.SweepCost) string {
+				return fmt.Sprintf("%d (%d), %.0f, %s, %.2f", c.Steps, c.TooClose, c.GPUMinutes, capText(c), c.Width)
+			}
 			for _, s := range res {
-				fmt.Fprintf(stdout, "| %s | %d | %d-%d | %d, %.0f, %s | %d, %.0f, %s | %.0f%% |\n", s.Recipe, s.GPUs, s.Ladder[0], s.Ladder[len(s.Ladder)-1],
-					s.Linear.Steps, s.Linear.GPUMinutes, capText(s.Linear), s.Adaptive.Steps, s.Adaptive.GPUMinutes, capText(s.Adaptive), 100*s.Saved())
+				fmt.Fprintf(stdout, "| %s | %d | %d-%d | %s | %s | %s | %.0f%% |\n", s.Recipe, s.GPUs, s.Ladder[0], s.Ladder[len(s.Ladder)-1],
+					arm(s.Linear), arm(s.Fixed), arm(s.Adaptive), 100*s.Saved())
 			}
 			return nil
 		},

@@ -16,6 +16,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/rig"
 	"github.com/headroom-bench/headroom/internal/sweep"
+	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 // RunFunc carries out one run and returns its summary.
@@ -41,13 +42,17 @@ func Virtual(dir string) RunFunc {
 }
 
 // Sweeps compares the linear ladder with the adaptive sweep on one recipe,
-// both bracketing the crossing to the same resolution.
+// both bracketing the crossing to the same resolution, and the linear
+// ladder whose steps run until decided (today's) with the same ladder's
+// steps held to their minimum length (sweep.max_step_s = sweep.step_s, as
+// every step ran before steps extended).
 type Sweeps struct {
-	Recipe   string         `json:"recipe"`
-	GPUs     int            `json:"gpus"`
-	Ladder   []int          `json:"ladder"`
-	Linear   SweepCost      `json:"linear"`
-	Adaptive SweepCost      `json:"adaptive"`
+	Recipe   string    `json:"recipe"`
+	GPUs     int       `json:"gpus"`
+	Ladder   []int     `json:"ladder"`
+	Linear   SweepCost `json:"linear"`
+	Adaptive SweepCost `json:"adaptive"`
+	Fixed    SweepCost `json:"fixed"`
 	Note     string         `json:"note,omitempty"`
 	Capacity sweep.Capacity `json:"-"`
 }
@@ -58,6 +63,8 @@ type SweepCost struct {
 	GPUMinutes float64        `json:"gpu_minutes"`
 	Capacity   sweep.Capacity `json:"capacity"`
 	Width      float64        `json:"width"`
+	// TooClose is how many steps read too close: the undecided ones.
+	TooClose int `json:"too_close"`
 }
 
 // Saved is the share of the linear ladder's GPU minutes the adaptive sweep
@@ -69,13 +76,15 @@ func (s Sweeps) Saved() float64 {
 	return 1 - s.Adaptive.GPUMinutes/s.Linear.GPUMinutes
 }
 
-// CompareSweeps runs each base twice: as a linear ladder of every
-// resolution-th session count from its ladder's first step to its last,
-// and in adaptive mode over the same range at the same resolution.
+// CompareSweeps runs each base three times: as a linear ladder of every
+// resolution-th session count from its ladder's first step to its last, in
+// adaptive mode over the same range at the same resolution, and as the
+// linear ladder again with every step held to its minimum length.
 func CompareSweeps(ctx context.Context, bases []config.Run, workers int, run RunFunc, progress io.Writer) ([]Sweeps, error) {
 	out := make([]Sweeps, len(bases))
-	err := rig.Parallel(ctx, 2*len(bases), workers, func(ctx context.Context, k int) error {
-		i, adaptive := k/2, k%2 == 1
+	err := rig.Parallel(ctx, 3*len(bases), workers, func(ctx context.Context, k int) error {
+		i, arm := k/3, k%3
+		adaptive, fixed := arm == 1, arm == 2
 		cfg := bases[i]
 		first, last := cfg.Sweep.Ladder[0], cfg.Sweep.Ladder[len(cfg.Sweep.Ladder)-1]
 		res := max(1, cfg.Sweep.Resolution)
@@ -86,19 +95,26 @@ func CompareSweeps(ctx context.Context, bases []config.Run, workers int, run Run
 		cfg.Sweep.Ladder, cfg.Sweep.Resolution = ladder, res
 		cfg.Sweep.Target, cfg.Sweep.Stress = ladder[0], 0
 		cfg.Sweep.Mode = "ladder"
-		if adaptive {
-			cfg.Sweep.Mode = "adaptive"
+		mode := cfg.Sweep.Mode
+		switch {
+		case adaptive:
+			cfg.Sweep.Mode, mode = "adaptive", "adaptive"
+		case fixed:
+			cfg.Sweep.MaxStepS, mode = cfg.Sweep.StepS, "ladder, fixed steps"
 		}
 		sum, err := run(ctx, cfg)
 		if err != nil {
-			return fmt.Errorf("%s (%s): %w", cfg.Recipe.Name, cfg.Sweep.Mode, err)
+			return fmt.Errorf("%s (%s): %w", cfg.Recipe.Name, mode, err)
 		}
 		c := cost(sum, cfg.Recipe.Nodes*cfg.Recipe.GPUsPerNode)
-		fmt.Fprintf(progress, "sweeps %s %s: %d steps, %.0f GPU-minutes, capacity %s\n", cfg.Recipe.Name, cfg.Sweep.Mode, c.Steps, c.GPUMinutes, c.Capacity.String())
+		fmt.Fprintf(progress, "sweeps %s %s: %d steps (%d too close), %.0f GPU-minutes, capacity %s\n", cfg.Recipe.Name, mode, c.Steps, c.TooClose, c.GPUMinutes, c.Capacity.String())
 		out[i].Recipe, out[i].GPUs, out[i].Ladder = cfg.Recipe.Name, cfg.Recipe.Nodes*cfg.Recipe.GPUsPerNode, ladder
-		if adaptive {
+		switch {
+		case adaptive:
 			out[i].Adaptive = c
-		} else {
+		case fixed:
+			out[i].Fixed = c
+		default:
 			out[i].Linear = c
 		}
 		return nil
@@ -114,6 +130,11 @@ func cost(sum report.Summary, gpus int) SweepCost {
 		c.GPUMinutes = (sum.Steps[n-1].EndS - sum.Steps[0].StartS) / 60 * float64(gpus)
 	}
 	c.Width = sum.Capacity.Hi - sum.Capacity.Lo
+	for _, st := range sum.Steps {
+		if st.Verdict == verdict.TooClose {
+			c.TooClose++
+		}
+	}
 	return c
 }
 
