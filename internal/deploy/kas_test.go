@@ -61,6 +61,8 @@ var kas struct {
 	server *kasServer
 	err    error
 	skip   string
+	// namespaces counts the namespaces made, for their names.
+	namespaces int
 }
 
 // realAPIServer gives the shared server, starting it on first use; it skips
@@ -190,15 +192,19 @@ func TestMain(m *testing.M) {
 
 // namespace makes a namespace for one test, enforcing PodSecurity's
 // restricted level, and deletes it at the end.
-func (s *kasServer) namespace(t *testing.T, name string) string {
+func (s *kasServer) namespace(t *testing.T, prefix string) string {
 	t.Helper()
-	return s.namespaceLabelled(t, name, map[string]string{
+	return s.namespaceLabelled(t, prefix, map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"})
 }
 
-// namespaceLabelled makes a namespace with labels for one test.
-func (s *kasServer) namespaceLabelled(t *testing.T, name string, labels map[string]string) string {
+// namespaceLabelled makes a namespace with labels for one test, its name
+// the prefix and a number of its own: there is no namespace controller, so
+// a deleted namespace stays Terminating and its name taken.
+func (s *kasServer) namespaceLabelled(t *testing.T, prefix string, labels map[string]string) string {
 	t.Helper()
+	kas.namespaces++
+	name := fmt.Sprintf("%s-%d", prefix, kas.namespaces)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 	if _, err := s.client.CoreV1().Namespaces().Create(context.Background(), ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -95,7 +95,8 @@ deployer and discovery act with). */}}
 {{- end -}}
 
 {{/* The run Jobs of this release still running on the cluster (no Complete
-or Failed condition), comma separated. Empty under helm template and
+or Failed condition, or a pod still active or terminating: a pod rolls its
+recipe back after the deadline fails its Job), comma separated. Empty under helm template and
 --dry-run=client, which cannot look. */}}
 {{- define "headroom.runningJobs" -}}
 {{- $running := list -}}
@@ -109,7 +110,7 @@ or Failed condition), comma separated. Empty under helm template and
 {{- $done = true -}}
 {{- end -}}
 {{- end -}}
-{{- if not $done -}}
+{{- if or (not $done) (gt (int (dig "status" "active" 0 $j)) 0) (gt (int (dig "status" "terminating" 0 $j)) 0) -}}
 {{- $running = append $running (dig "metadata" "name" "" $j) -}}
 {{- end -}}
 {{- end -}}
