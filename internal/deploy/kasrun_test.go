@@ -117,8 +117,9 @@ func TestHeadroomRunOnAPIServer(t *testing.T) {
 	kubeconfig, client := deploy.RealAPIServer(t)
 	ns := deploy.NewNamespace(t, "run")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	go controller(ctx, t, client, ns)
+	stopped := make(chan struct{})
+	go func() { controller(ctx, t, client, ns); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
 
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment(ns, "vllm/vllm-openai:v0.10.0"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
