@@ -1,6 +1,7 @@
 package canary
 
 import (
+	"bytes"
 	"encoding/json"
 	"hash/maphash"
 	"net/http"
@@ -21,12 +22,49 @@ type Sessions struct {
 	PrefixBytes int
 }
 
-// chatMessages is the part of a chat-completions request a key reads.
-type chatMessages struct {
-	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
-	} `json:"messages"`
+// message is one chat message as a key reads it.
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// leading decodes the request's messages up to and with the first that is
+// not a system (or developer) message, and reads no further: a long
+// history after it is never scanned. ok is false when the body is not a
+// JSON object with a messages array.
+func leading(body []byte) (msgs []message, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		if k != "messages" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, false
+			}
+			continue
+		}
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return nil, false
+		}
+		for dec.More() {
+			var m message
+			if err := dec.Decode(&m); err != nil {
+				return nil, false
+			}
+			msgs = append(msgs, m)
+			if m.Role != "system" && m.Role != "developer" {
+				break
+			}
+		}
+		return msgs, len(msgs) > 0
+	}
+	return nil, false
 }
 
 // Key is the session a chat request belongs to, the way headroom record
@@ -47,8 +85,8 @@ func (s Sessions) Key(h http.Header, body []byte) (key uint64, ok bool) {
 	if n <= 0 {
 		n = 256
 	}
-	var m chatMessages
-	if err := json.Unmarshal(body, &m); err != nil || len(m.Messages) == 0 {
+	msgs, ok := leading(body)
+	if !ok {
 		if len(body) == 0 {
 			return 0, false
 		}
@@ -56,12 +94,9 @@ func (s Sessions) Key(h http.Header, body []byte) (key uint64, ok bool) {
 	}
 	var hs maphash.Hash
 	hs.SetSeed(keySeed)
-	for _, msg := range m.Messages {
+	for _, msg := range msgs {
 		_, _ = hs.WriteString(msg.Role)
 		_, _ = hs.Write(msg.Content[:min(len(msg.Content), n)])
-		if msg.Role != "system" && msg.Role != "developer" {
-			break
-		}
 	}
 	return hs.Sum64(), true
 }
