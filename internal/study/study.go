@@ -47,12 +47,12 @@ func Virtual(dir string) RunFunc {
 // steps held to their minimum length (sweep.max_step_s = sweep.step_s, as
 // every step ran before steps extended).
 type Sweeps struct {
-	Recipe   string    `json:"recipe"`
-	GPUs     int       `json:"gpus"`
-	Ladder   []int     `json:"ladder"`
-	Linear   SweepCost `json:"linear"`
-	Adaptive SweepCost `json:"adaptive"`
-	Fixed    SweepCost `json:"fixed"`
+	Recipe   string         `json:"recipe"`
+	GPUs     int            `json:"gpus"`
+	Ladder   []int          `json:"ladder"`
+	Linear   SweepCost      `json:"linear"`
+	Adaptive SweepCost      `json:"adaptive"`
+	Fixed    SweepCost      `json:"fixed"`
 	Note     string         `json:"note,omitempty"`
 	Capacity sweep.Capacity `json:"-"`
 }
