@@ -11,6 +11,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"sync"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/report"
@@ -82,6 +83,7 @@ func (s Sweeps) Saved() float64 {
 // linear ladder again with every step held to its minimum length.
 func CompareSweeps(ctx context.Context, bases []config.Run, workers int, run RunFunc, progress io.Writer) ([]Sweeps, error) {
 	out := make([]Sweeps, len(bases))
+	var mu sync.Mutex // the arms of one base fill the same Sweeps
 	err := rig.Parallel(ctx, 3*len(bases), workers, func(ctx context.Context, k int) error {
 		i, arm := k/3, k%3
 		adaptive, fixed := arm == 1, arm == 2
@@ -108,6 +110,8 @@ func CompareSweeps(ctx context.Context, bases []config.Run, workers int, run Run
 		}
 		c := cost(sum, cfg.Recipe.Nodes*cfg.Recipe.GPUsPerNode)
 		fmt.Fprintf(progress, "sweeps %s %s: %d steps (%d too close), %.0f GPU-minutes, capacity %s\n", cfg.Recipe.Name, mode, c.Steps, c.TooClose, c.GPUMinutes, c.Capacity.String())
+		mu.Lock()
+		defer mu.Unlock()
 		out[i].Recipe, out[i].GPUs, out[i].Ladder = cfg.Recipe.Name, cfg.Recipe.Nodes*cfg.Recipe.GPUsPerNode, ladder
 		switch {
 		case adaptive:
