@@ -172,11 +172,22 @@ func (p *Prometheus) query() (string, error) {
 // It fails when a query fails or no series of the mapping matches; targets
 // Prometheus could not scrape (up == 0) are named in Sample.Errors.
 func (p *Prometheus) Scrape(ctx context.Context, at time.Duration) (Sample, error) {
-	pts, warnings, err := p.nearestPoints(ctx, []time.Time{p.Clock.Wall(at)})
+	pts, scraped, warnings, err := p.nearestPoints(ctx, []time.Time{p.Clock.Wall(at)})
 	if err != nil {
 		return NewSample(at), err
 	}
-	return p.sample(at, pts[0], warnings, p.exposedCounters(ctx, pts[0]))
+	return p.sample(p.scrapedAt(at, scraped[0]), pts[0], warnings, p.exposedCounters(ctx, pts[0]))
+}
+
+// scrapedAt is the run time of a sample read for at from scrapes made at
+// wall time scraped (their mean): the time the server was in the state the
+// sample holds, so the windows cut at it span what its counts cover
+// (Windows), up to half of Prometheus' scrape interval from at.
+func (p *Prometheus) scrapedAt(at time.Duration, scraped time.Time) time.Duration {
+	if scraped.IsZero() {
+		return at
+	}
+	return p.Clock.At(scraped)
 }
 
 // Samples reads the series at run times from, from+step, ... up to to, from
@@ -191,7 +202,7 @@ func (p *Prometheus) Samples(ctx context.Context, from, to, step time.Duration) 
 	for at := from; at <= to; at += step {
 		ats, walls = append(ats, at), append(walls, p.Clock.Wall(at))
 	}
-	pts, warnings, err := p.nearestPoints(ctx, walls)
+	pts, scraped, warnings, err := p.nearestPoints(ctx, walls)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +212,7 @@ func (p *Prometheus) Samples(ctx context.Context, from, to, step time.Duration) 
 		if len(pts[i]) == 0 {
 			continue
 		}
-		s, err := p.sample(at, pts[i], warnings, p.knownExposed())
+		s, err := p.sample(p.scrapedAt(at, scraped[i]), pts[i], warnings, p.knownExposed())
 		if err != nil {
 			errs = append(errs, err)
 			continue

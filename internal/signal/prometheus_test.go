@@ -128,7 +128,9 @@ func TestPrometheusMapsLikeParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.queries); s.At != 7*time.Second || n != 2 || !strings.HasPrefix(f.queries[0], `up{job="vllm"}[`) ||
+	// the sample is the scrape nearest 7 s, made at 7.4 s (to Prometheus'
+	// millisecond), and carries that time
+	if n := len(f.queries); s.At <= 7399*time.Millisecond || s.At > 7400*time.Millisecond || n != 2 || !strings.HasPrefix(f.queries[0], `up{job="vllm"}[`) ||
 		!strings.Contains(f.queries[n-1], `,job="vllm"}[`) || !strings.HasPrefix(f.queries[n-1], `{__name__=~"up|`) {
 		t.Errorf("at %v, queries %q", s.At, f.queries)
 	}

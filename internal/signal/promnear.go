@@ -22,7 +22,10 @@ import (
 //
 // The scrape after t exists only once Prometheus has made it, so reading
 // an instant that has just passed waits for it: at most twice the target's
-// scrape interval (from the spacing of its up series) and two seconds. A
+// scrape interval (from the spacing of its up series) and two seconds; a
+// target scraped only once so far (no spacing yet) is waited for two
+// seconds, or a read just after Prometheus started would take its first
+// scrape, however far before the instant it was. A
 // target with no scrape after t by then reads its last one before t; one
 // whose last scrape is older than that, while other targets were scraped
 // after t, has gone and is left out.
@@ -66,11 +69,52 @@ func (s scrapes) after(t time.Time) bool {
 }
 
 // nearest returns the index of the scrape nearest t, -1 when the target had
-// none near t. others says whether another target was scraped after t: a
+// none near t. A failed scrape (up 0: a timeout on a loaded host) holds no
+// series: the nearest scrape that worked is taken instead when it is within
+// waitFor of t, as a scraper at t would have read the target; a target whose
+// scrapes failed longer than that reads down.
+func (s scrapes) nearest(t time.Time, others bool) int {
+	j := s.nearestAny(t, others)
+	if j < 0 || len(s.up) != len(s.at) || s.up[j] != 0 {
+		return j
+	}
+	best := -1
+	var bestD time.Duration
+	for _, k := range []int{s.upFrom(j, -1), s.upFrom(j, 1)} {
+		if k < 0 {
+			continue
+		}
+		d := s.at[k].Time().Sub(t)
+		if d < 0 {
+			d = -d
+		}
+		if d <= s.waitFor() && (best < 0 || d < bestD) {
+			best, bestD = k, d
+		}
+	}
+	if best < 0 {
+		return j
+	}
+	return best
+}
+
+// upFrom is the first scrape from j on, stepping by dir, that worked; -1
+// when there is none.
+func (s scrapes) upFrom(j, dir int) int {
+	for k := j; k >= 0 && k < len(s.at); k += dir {
+		if s.up[k] != 0 {
+			return k
+		}
+	}
+	return -1
+}
+
+// nearestAny returns the index of the scrape nearest t, failed or not, -1
+// when the target had none near t. others says whether another target was scraped after t: a
 // target that was not, while others were, is taken as gone once its last
 // scrape is waitFor old; while none was (Prometheus itself behind), its
 // last scrape holds for lookback, as an instant query's would.
-func (s scrapes) nearest(t time.Time, others bool) int {
+func (s scrapes) nearestAny(t time.Time, others bool) int {
 	mt := model.TimeFromUnixNano(t.UnixNano())
 	k, _ := slices.BinarySearch(s.at, mt+1) // first scrape after t
 	before, next := k-1, k
@@ -211,15 +255,20 @@ func (p *Prometheus) awaitScrapes(ctx context.Context, first, last time.Time) (m
 		for _, s := range ts {
 			n := len(s.at)
 			iv := s.interval()
-			if n == 0 || iv == 0 || s.at[n-1].Time().After(last) {
-				continue // scraped after last, or no interval to wait by
+			if n == 0 || s.at[n-1].Time().After(last) {
+				continue // scraped after last
 			}
 			if now.Sub(last) > s.waitFor() || last.Sub(s.at[n-1].Time()) > lookback {
 				continue // waited long enough, or gone
 			}
-			next := s.at[n-1].Time().Add(iv + 20*time.Millisecond)
-			if next.Before(now) {
-				next = now.Add(min(iv/4, 100*time.Millisecond))
+			// a target scraped once has no interval yet: its second scrape
+			// is looked for every 100 ms, for the two seconds waitFor gives
+			next := now.Add(100 * time.Millisecond)
+			if iv > 0 {
+				next = s.at[n-1].Time().Add(iv + 20*time.Millisecond)
+				if next.Before(now) {
+					next = now.Add(min(iv/4, 100*time.Millisecond))
+				}
 			}
 			if wake.IsZero() || next.Before(wake) {
 				wake = next
@@ -235,15 +284,18 @@ func (p *Prometheus) awaitScrapes(ctx context.Context, first, last time.Time) (m
 }
 
 // nearestPoints reads, for each instant (sorted wall times), every series
-// under the selector at its target's scrape nearest that instant.
-func (p *Prometheus) nearestPoints(ctx context.Context, instants []time.Time) ([][]point, []string, error) {
+// under the selector at its target's scrape nearest that instant, and when
+// those scrapes were made: their mean time, the instant itself where no
+// target was scraped near it.
+func (p *Prometheus) nearestPoints(ctx context.Context, instants []time.Time) ([][]point, []time.Time, []string, error) {
 	out := make([][]point, len(instants))
+	scraped := slices.Clone(instants)
 	if len(instants) == 0 {
-		return out, nil, nil
+		return out, scraped, nil, nil
 	}
 	ts, warnings, err := p.awaitScrapes(ctx, instants[0], instants[len(instants)-1])
 	if err != nil {
-		return nil, warnings, err
+		return nil, nil, warnings, err
 	}
 	// chosen[i][target] is the scrape read for instant i
 	chosen := make([]map[targetKey]model.Time, len(instants))
@@ -256,6 +308,7 @@ func (p *Prometheus) nearestPoints(ctx context.Context, instants []time.Time) ([
 				scrapedAfter++
 			}
 		}
+		var off time.Duration // sum of the chosen scrapes' offsets from t
 		for k, s := range ts {
 			others := scrapedAfter > 1 || (scrapedAfter == 1 && !s.after(t))
 			j := s.nearest(t, others)
@@ -264,24 +317,28 @@ func (p *Prometheus) nearestPoints(ctx context.Context, instants []time.Time) ([
 			}
 			at := s.at[j]
 			chosen[i][k] = at
+			off += at.Time().Sub(t)
 			if lo == 0 || at < lo {
 				lo = at
 			}
 			hi = max(hi, at)
 		}
+		if n := len(chosen[i]); n > 0 {
+			scraped[i] = t.Add(off / time.Duration(n))
+		}
 	}
 	if hi == 0 {
-		return out, warnings, nil
+		return out, scraped, warnings, nil
 	}
 	q, err := p.query()
 	if err != nil {
-		return nil, warnings, err
+		return nil, nil, warnings, err
 	}
 	end := hi.Time().Add(time.Millisecond)
 	m, w2, err := p.matrix(ctx, rangeSel(q, end.Sub(lo.Time())+time.Millisecond), end)
 	warnings = append(warnings, w2...)
 	if err != nil {
-		return nil, warnings, err
+		return nil, nil, warnings, err
 	}
 	for _, series := range m {
 		k := targetOf(series.Metric)
@@ -296,5 +353,5 @@ func (p *Prometheus) nearestPoints(ctx context.Context, instants []time.Time) ([
 			}
 		}
 	}
-	return out, warnings, nil
+	return out, scraped, warnings, nil
 }

@@ -1,9 +1,11 @@
 package signal
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/prometheus/common/model"
 )
 
@@ -40,6 +42,76 @@ func TestNearestScrape(t *testing.T) {
 	for _, c := range cases {
 		if got := s.nearest(at(c.t), c.others); got != c.want {
 			t.Errorf("read at %v (others scraped after: %v): scrape %d, want %d", c.t, c.others, got, c.want)
+		}
+	}
+}
+
+// growingQuerier answers as Prometheus would at the fake time *now: only
+// the scrapes made by then.
+type growingQuerier struct {
+	fakeQuerier
+	now *time.Time
+	all []time.Time
+}
+
+func (g *growingQuerier) Query(ctx context.Context, q string, ts time.Time) (model.Value, []string, error) {
+	g.times = g.times[:0]
+	for _, t := range g.all {
+		if !t.After(*g.now) {
+			g.times = append(g.times, t)
+		}
+	}
+	return g.fakeQuerier.Query(ctx, q, ts)
+}
+
+// TestAReadWaitsForATargetScrapedOnce: read just after Prometheus first
+// scraped the target (one scrape, no interval yet), a read at 7 s took that
+// first scrape, 200 ms before the instant, though the next one came 50 ms
+// after it: the first step's first window edge lagged. The read now looks
+// for the second scrape for two seconds and takes the nearer one.
+func TestAReadWaitsForATargetScrapedOnce(t *testing.T) {
+	clock, _ := timescale.New(1)
+	w := clock.Wall(7 * time.Second)
+	now := w.Add(10 * time.Millisecond)
+	vec := vectorOf(t, string(readTestdata(t)), model.LabelSet{"job": "vllm", "instance": "10.0.0.1:8000"})
+	g := &growingQuerier{fakeQuerier: fakeQuerier{vec: vec}, now: &now, all: []time.Time{w.Add(-200 * time.Millisecond), w.Add(50 * time.Millisecond)}}
+	slept := time.Duration(0)
+	p := &Prometheus{API: g, Selector: `{job="vllm"}`, Mapping: VLLM(), Clock: clock,
+		Now:   func() time.Time { return now },
+		Sleep: func(_ context.Context, d time.Duration) error { now, slept = now.Add(d), slept+d; return nil }}
+	s, err := p.Scrape(context.Background(), 7*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.At < 7049*time.Millisecond || s.At > 7050*time.Millisecond || slept <= 0 || slept > 2*time.Second {
+		t.Errorf("read at 7 s: the scrape at %v after waiting %v, want the one at 7.05 s after waiting under 2 s", s.At, slept)
+	}
+}
+
+// TestNearestScrapeSkipsFailedOnes: a failed scrape (up 0, a timeout on a
+// loaded host) holds no series, and a read whose nearest scrape it was read
+// no data for that target ("no series match" with one target). The nearest
+// scrape that worked is read instead, when within waitFor; a target down for
+// longer still reads its failed scrape (down).
+func TestNearestScrapeSkipsFailedOnes(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var s scrapes
+	for i, up := range []float64{1, 1, 0, 1, 0, 0, 0, 0, 0, 0} { // every second
+		s.at = append(s.at, model.TimeFromUnixNano(base.Add(time.Duration(i)*time.Second).UnixNano()))
+		s.up = append(s.up, up)
+	}
+	for _, c := range []struct {
+		t    time.Duration
+		want int
+	}{
+		{1900 * time.Millisecond, 1}, // 2 failed: 1 is 0.9 s away, 3 is 1.1 s
+		{2200 * time.Millisecond, 3}, // 2 failed: 3 is nearer than 1
+		{3 * time.Second, 3},         // on a scrape that worked
+		{4200 * time.Millisecond, 3}, // 4 failed: 3 worked 1.2 s before
+		{9 * time.Second, 9},         // failed for 6 s, over waitFor (4 s): down
+	} {
+		if got := s.nearest(base.Add(c.t), false); got != c.want {
+			t.Errorf("read at %v: scrape %d, want %d", c.t, got, c.want)
 		}
 	}
 }

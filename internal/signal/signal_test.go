@@ -209,9 +209,10 @@ func TestWindows(t *testing.T) {
 		{"steady", steady, 0, 40 * time.Second, 20 * time.Second,
 			[]time.Duration{0, 20 * time.Second, 40 * time.Second}, []float64{200, 200}, []float64{20, 20}, []int{0, 0}, "",
 			map[int]GaugeStat{0: {Mean: 1.5, Max: 2, Last: 2, N: 2}, 1: {Mean: 4, Max: 5, Last: 5, N: 3}}},
-		// with width 18s the last 4s (under half a width) merge into the window before.
+		// with width 18s the last 4s (under half a width) merge into the
+		// window before; the middle edge is the scrape read for it, at 20s.
 		{"short tail merged", steady, 0, 40 * time.Second, 18 * time.Second,
-			[]time.Duration{0, 18 * time.Second, 40 * time.Second}, []float64{200, 200}, []float64{20, 20}, []int{0, 0}, "", nil},
+			[]time.Duration{0, 20 * time.Second, 40 * time.Second}, []float64{200, 200}, []float64{20, 20}, []int{0, 0}, "", nil},
 		// a counter that goes down is a restart: the later value is the delta, with a warning.
 		{"restart", restart, 0, 40 * time.Second, 10 * time.Second,
 			[]time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second},
@@ -221,9 +222,10 @@ func TestWindows(t *testing.T) {
 		// both windows use 10s, so 100+300 is the whole growth, once.
 		{"absent at an edge", noCounter, 0, 40 * time.Second, 20 * time.Second,
 			[]time.Duration{0, 20 * time.Second, 40 * time.Second}, []float64{100, 300}, []float64{20, 20}, []int{1, 1}, "prompt_tokens missing from the scrape at 20s: used the one at 10s", nil},
-		// edges use the closest sample even when scrapes are not on the edge.
+		// edges use the closest sample even when scrapes are not on the
+		// edge, and the windows span those samples' times.
 		{"closest sample", jittered, 0, 20 * time.Second, 10 * time.Second,
-			[]time.Duration{0, 10 * time.Second, 20 * time.Second}, []float64{100, 100}, []float64{10, 10}, []int{0, 0}, "", nil},
+			[]time.Duration{1 * time.Second, 9 * time.Second, 22 * time.Second}, []float64{100, 100}, []float64{10, 10}, []int{0, 0}, "", nil},
 		// windows narrower than the scrape interval get the same sample at both edges: no deltas, a warning.
 		{"scrapes too sparse", steady, 0, 4 * time.Second, 2 * time.Second,
 			[]time.Duration{0, 2 * time.Second, 4 * time.Second}, []float64{-1, -1}, []float64{-1, -1}, []int{2, 3}, "same scrape at both edges", nil},

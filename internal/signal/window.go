@@ -32,8 +32,13 @@ type Window struct {
 
 // Windows cuts [start, end) into consecutive windows of width (a last window
 // shorter than width/2 is merged into the one before it) and takes deltas of
-// counters and histograms between the samples closest to each edge. Samples
-// must be sorted by At.
+// counters and histograms between the samples closest to each edge. A
+// window's Start and End are those samples' times (within a quarter of the
+// width of the nominal edge; the nominal edge otherwise): samples on the
+// scrape grid keep the nominal edges, and a source whose samples are the
+// server's state at other times (Prometheus' scrapes) gets windows over the
+// span its counts cover. Neighbouring windows share their edge sample, so
+// they still tile. Samples must be sorted by At.
 //
 // Deltas are taken per part (one engine copy or rank of one target, see
 // Sample.Parts) and then summed, chaining over every sample between the
@@ -81,6 +86,16 @@ func cutEdges(start, end, width time.Duration) []time.Duration {
 	return append(edges, end)
 }
 
+// edgeAt is a window's edge: the time of the sample read for it, when that
+// is within tolerance of the nominal edge, else the nominal edge (the
+// sample is too far to say where the window ends, and a warning says so).
+func edgeAt(edge, sampled, tolerance time.Duration) time.Duration {
+	if d := sampled - edge; d > tolerance || -d > tolerance {
+		return edge
+	}
+	return sampled
+}
+
 // closest returns the index of the sample taken closest to t.
 func closest(samples []Sample, t time.Duration) int {
 	i := sort.Search(len(samples), func(i int) bool { return samples[i].At >= t })
@@ -99,6 +114,13 @@ func window(samples []Sample, start, end time.Duration, last bool) Window {
 	i0, i1 := closest(samples, start), closest(samples, end)
 	a, b := samples[i0], samples[i1]
 	tolerance := (end - start) / 4
+	if i0 != i1 {
+		// the window spans the scrapes at its edges: a source that reads
+		// the server at times of its own near the edges (Prometheus, its
+		// scrape nearest each) gives the server's counts over that span,
+		// and what the client saw is counted over the same span
+		w.Start, w.End = edgeAt(start, a.At, tolerance), edgeAt(end, b.At, tolerance)
+	}
 	for _, e := range []struct {
 		edge time.Duration
 		s    Sample
@@ -130,7 +152,7 @@ func window(samples []Sample, start, end time.Duration, last bool) Window {
 		}
 	}
 	for _, s := range samples {
-		if s.At < start || s.At > end || (s.At == end && !last) {
+		if s.At < w.Start || s.At > w.End || (s.At == w.End && !last) {
 			continue
 		}
 		for name, v := range s.Gauge {
