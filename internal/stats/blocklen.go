@@ -57,9 +57,12 @@ func AutoBlockLength(x []float64) int {
 	mmax := int(math.Ceil(math.Sqrt(float64(n)))) + kn
 	mmax = min(mmax, n-1)
 	crit := 2 * math.Sqrt(math.Log10(float64(n))/float64(n))
-	rho := make([]float64, mmax+1)
+	// autocovariances r[k] for lags 0..mmax, and autocorrelations rho
+	r, rho := make([]float64, mmax+1), make([]float64, mmax+1)
+	r[0] = r0
 	for k := 1; k <= mmax; k++ {
-		rho[k] = acov(k) / r0
+		r[k] = acov(k)
+		rho[k] = r[k] / r0
 	}
 	m := -1
 	for s := 0; s+kn <= mmax; s++ {
@@ -89,19 +92,16 @@ func AutoBlockLength(x []float64) int {
 	if bigM == 0 {
 		return floor
 	}
-	g, d := 0.0, 0.0
-	for k := -bigM; k <= bigM; k++ {
-		t := math.Abs(float64(k)) / float64(bigM)
-		lambda := 0.0
-		switch {
-		case t <= 0.5:
-			lambda = 1
-		case t <= 1:
+	// the lag window is symmetric: lags -k and k count alike
+	g, d := 0.0, r0
+	for k := 1; k <= bigM; k++ {
+		t := float64(k) / float64(bigM)
+		lambda := 1.0
+		if t > 0.5 {
 			lambda = 2 * (1 - t)
 		}
-		r := acov(abs(k))
-		g += lambda * math.Abs(float64(k)) * r
-		d += lambda * r
+		g += 2 * lambda * float64(k) * r[k]
+		d += 2 * lambda * r[k]
 	}
 	dcb := 4.0 / 3.0 * d * d
 	if !(dcb > 0) {
@@ -114,13 +114,6 @@ func AutoBlockLength(x []float64) int {
 		out = floor
 	}
 	return max(floor, min(out, max(top, floor)))
-}
-
-func abs(k int) int {
-	if k < 0 {
-		return -k
-	}
-	return k
 }
 
 // QuantileScores is the series AutoBlockLength reads for a quantile of

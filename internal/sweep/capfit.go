@@ -22,7 +22,8 @@ import (
 // scale whose 2.5% and 97.5% points are the interval's bounds), the curve is
 // refitted and crossed again, and the 2.5th and 97.5th percentiles of the
 // crossings are the bounds. A part at the engine's limit (verdict.Part's
-// AtLimit: the engine preempted) counts as on the bar at best. A step whose part read fail stays off the bar in
+// AtLimit: the engine preempted) is placed on the bar, with a spread that
+// reaches its measured value. A step whose part read fail stays off the bar in
 // every draw (the verdict may rest on more than the interval: an open bucket
 // edge). A draw that misses at the first step is "below the first step" and
 // one that holds at the last is "not reached": nothing is extrapolated
@@ -110,7 +111,7 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 				// the engine preempted: the level is at its limit, so the
 				// fit places it on the bar, as likely beyond as within, with
 				// a spread that reaches the measured value at its best
-				down = math.Max(down, -c/z+(c-best)/z)
+				down = math.Max(down, -best/z)
 				up = math.Max(up, down)
 				c = 0
 			}

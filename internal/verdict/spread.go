@@ -115,8 +115,7 @@ func (j judge) widening(q clientQuantity, stat stats.Weighted, block int) stats.
 		obs = append(obs, stats.Obs{Window: r.Window, Cluster: c, Stratum: t, Value: v})
 	}
 	slices.SortStableFunc(obs, func(a, b stats.Obs) int { return cmp.Compare(a.Value, b.Value) })
-	o := j.o.bootstrap()
-	o.Block = block
+	o := j.boot(block)
 	o.Resamples = min(o.Resamples, 1000) // a ratio of reaches, not an interval: fewer resamples do
 	return stats.ClusterWidening(obs, len(j.windows), len(ids), stat, o)
 }
@@ -138,15 +137,12 @@ func (j judge) boot(block int) stats.BootstrapOptions {
 }
 
 // spread widens a window bootstrap interval [lo, hi] of value v over n
-// windows resampled in moving blocks of block (0: stats.BlockLength(n)):
+// windows resampled in moving blocks of block (blockFor's):
 // its reach is expanded for the few blocks it resampled, then
 // stretched by what resampling the client's records by session adds (w),
 // on the log scale when logScale (a latency, v > 0; w must be of logs too).
 // ok is false when there are too few blocks to say anything (fewer than 2).
 func (j judge) spread(v, lo, hi float64, n, block int, w stats.Widening, logScale bool) (float64, float64, Spread, bool) {
-	if block == 0 {
-		block = stats.BlockLength(n)
-	}
 	block = max(1, min(block, n))
 	s := Spread{Windows: n, Block: block, Expansion: stats.Expansion(float64(n)/float64(block), j.o.Confidence)}
 	if math.IsInf(s.Expansion, 1) {
