@@ -8,6 +8,7 @@ import (
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/report"
+	"github.com/headroom-bench/headroom/internal/verdict"
 )
 
 // shortRun is the default run cut to two steps either side of the
@@ -43,8 +44,14 @@ func mustRun(t *testing.T, cfg config.Run) (report.Summary, time.Duration) {
 	return sum, time.Since(wall)
 }
 
-// The same run file on the virtual clock and on a scaled wall clock gives
-// the same verdict on every step and P90s within each other's intervals.
+// The same run file on the virtual clock and on a scaled wall clock never
+// contradict each other: no step passes on one clock and fails on the other,
+// and each step's P90s lie within overlapping intervals. A step may read too
+// close on one clock and decide on the other: a busy host stretches the wall
+// clock's windows (at load 20 one 4-session step read TTFT [0.55, 8.8] s
+// against the virtual [0.83, 2.7] s) and too close is the honest answer
+// then, an abstention, not a disagreement. Both clocks must still decide the
+// 16-session step, which is far past the bar on either.
 func TestVirtualAndWallClockAgree(t *testing.T) {
 	virt, vtook := mustRun(t, shortRun(t, config.Virtual))
 	wall, wtook := mustRun(t, shortRun(t, wallScale))
@@ -55,8 +62,11 @@ func TestVirtualAndWallClockAgree(t *testing.T) {
 	for i := range virt.Steps {
 		v, w := virt.Steps[i], wall.Steps[i]
 		t.Logf("%d sessions: virtual %s, wall %s", v.Sessions, v.Verdict, w.Verdict)
-		if v.Verdict != w.Verdict {
+		if contradict(v.Verdict, w.Verdict) {
 			t.Errorf("%d sessions: virtual %s, wall clock %s", v.Sessions, v.Verdict, w.Verdict)
+		}
+		if v.Sessions == 16 && (v.Verdict != verdict.Fail || w.Verdict != verdict.Fail) {
+			t.Errorf("16 sessions: virtual %s, wall clock %s; want fail on both (far past the bar)", v.Verdict, w.Verdict)
 		}
 		for _, vp := range v.Parts {
 			for _, wp := range w.Parts {
@@ -70,6 +80,12 @@ func TestVirtualAndWallClockAgree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// contradict reports whether two verdicts on one step say opposite things:
+// one passes and the other fails.
+func contradict(a, b verdict.Verdict) bool {
+	return (a == verdict.Pass && b == verdict.Fail) || (a == verdict.Fail && b == verdict.Pass)
 }
 
 // A virtual run is deterministic: the same file and seed give the same
