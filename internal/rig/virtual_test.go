@@ -47,11 +47,13 @@ func mustRun(t *testing.T, cfg config.Run) (report.Summary, time.Duration) {
 // The same run file on the virtual clock and on a scaled wall clock never
 // contradict each other: no step passes on one clock and fails on the other,
 // and each step's P90s lie within overlapping intervals. A step may read too
-// close on one clock and decide on the other: a busy host stretches the wall
-// clock's windows (at load 20 one 4-session step read TTFT [0.55, 8.8] s
-// against the virtual [0.83, 2.7] s) and too close is the honest answer
-// then, an abstention, not a disagreement. Both clocks must still decide the
-// 16-session step, which is far past the bar on either.
+// close on one clock and decide on the other: too close is an abstention,
+// not a disagreement. The wall clock's 4-session step read TTFT
+// [0.55, 8.8] s in one CI run and [0.57, 8.2] s at load 1.5, both too close,
+// against the virtual [0.83, 2.7] s pass, yet passed at load 19: some wall
+// windows run slow for a reason not yet found (not simply host load). Both
+// clocks must still decide the 16-session step, which is far past the bar
+// on either.
 func TestVirtualAndWallClockAgree(t *testing.T) {
 	virt, vtook := mustRun(t, shortRun(t, config.Virtual))
 	wall, wtook := mustRun(t, shortRun(t, wallScale))
