@@ -23,9 +23,11 @@ import (
 
 const exitCodesHelp = `Exit codes:
   0  the target held (with no target set: the run finished)
-  1  rig error: bad run file, endpoint down, a phase failed, the engine not
-     idle after the run (post-flight), interrupted before any step was judged
-  2  the target failed the bar
+  1  rig error: bad run file, endpoint down, a phase failed (mini evals that
+     failed with evals.stop_on_fail: true included), the engine not idle
+     after the run (post-flight), interrupted before any step was judged
+  2  the target failed the bar, or a mini eval suite failed with confidence
+     (the recipe is blocked; the sweep still measured its capacity)
   3  the target was too close to call, or had no data`
 
 func runCmd(stdout, stderr io.Writer) *cobra.Command {

@@ -200,6 +200,11 @@ type Evals struct {
 	ToolCallMaxShare float64 `json:"tool_call_max_share"`
 	// TimeoutS is each eval request's deadline, in modelled seconds.
 	TimeoutS float64 `json:"timeout_s"`
+	// StopOnFail ends the run when a suite fails with confidence before the
+	// sweep, sparing the window. By default the sweep still measures capacity
+	// and the failed suite blocks the recipe: its target reads fail, whatever
+	// the capacity, and it is never promoted or ranked.
+	StopOnFail bool `json:"stop_on_fail,omitempty"`
 }
 
 // Kill is the kill switch's limits; 0 turns a limit off.

@@ -121,7 +121,11 @@ func page(r Run, figs figureSet) []byte {
 	card(&b, "Capacity at the bar", capV, capD)
 	card(&b, "Limited by", esc(limitedBy(s.Capacity.LimitedBy)), limitWords(s.Capacity))
 	if s.Target != nil {
-		card(&b, fmt.Sprintf("Target: %d sessions", s.Target.Sessions), verdictBadge(s.Target.Verdict), "the capacity interval against the target")
+		why := "the capacity interval against the target"
+		if s.Target.Blocked != "" {
+			why = "blocked: " + esc(s.Target.Blocked)
+		}
+		card(&b, fmt.Sprintf("Target: %d sessions", s.Target.Sessions), verdictBadge(s.Target.Verdict), why)
 	} else {
 		card(&b, "Target", `<span class="badge v-none">none set</span>`, "no sweep.target in the run file")
 	}

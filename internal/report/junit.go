@@ -155,6 +155,9 @@ func JUnit(s Summary) ([]byte, error) {
 	} else {
 		tc.Name = fmt.Sprintf("target of %d sessions holds the bar", s.Target.Sessions)
 		msg := fmt.Sprintf("target %d sessions: %s; capacity %s", s.Target.Sessions, verdictWords(s.Target.Verdict), s.Capacity)
+		if s.Target.Blocked != "" {
+			msg += "; blocked: " + s.Target.Blocked
+		}
 		if s.Target.Verdict != verdict.Pass {
 			tc.Failure = &JUnitFailure{Type: string(s.Target.Verdict), Message: msg, Text: s.Capacity.Note}
 			suite.Failures++

@@ -27,6 +27,9 @@ func markdown(r Run, figs figureSet) []byte {
 	if s.Target != nil {
 		fmt.Fprintf(&b, "Target of %d sessions: **%s**.\n\n", s.Target.Sessions, verdictWords(s.Target.Verdict))
 	}
+	if s.Blocked != "" {
+		fmt.Fprintf(&b, "**Blocked:** %s: the recipe fails whatever its capacity.\n\n", s.Blocked)
+	}
 	if s.Capacity.Note != "" {
 		fmt.Fprintf(&b, "Note: %s.\n\n", strings.TrimSuffix(s.Capacity.Note, "."))
 	}

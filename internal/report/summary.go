@@ -50,12 +50,33 @@ type Summary struct {
 	// Error is why the run ended in a rig error (a phase failed, the engine
 	// was not idle after it, it was interrupted); empty when it finished.
 	Error string `json:"error,omitempty"`
+	// Blocked is why the recipe cannot be chosen whatever its capacity: a
+	// mini eval suite failed with confidence before the sweep. Its targets
+	// then read fail; empty when nothing blocked it.
+	Blocked string `json:"blocked,omitempty"`
 	// Mixes are the ladders of the other mixes a run swept beside its main
 	// one (sweep.mixes after the first, e.g. light-only and heavy-only next
 	// to today's), each with its own steps and capacity. The summary's own
 	// Steps, Capacity and Mix are the main mix's. Empty for a run of one mix,
 	// and in summaries written before runs swept several.
 	Mixes []MixResult `json:"mixes,omitempty"`
+}
+
+// Block marks the recipe blocked for why, whatever its capacity: the
+// target and stress verdicts, of every mix, read fail and say why.
+// Capacity stays as measured.
+func (s *Summary) Block(why string) {
+	s.Blocked = why
+	block := func(t *sweep.TargetVerdict) {
+		if t != nil {
+			t.Verdict, t.Blocked = verdict.Fail, why
+		}
+	}
+	block(s.Target)
+	block(s.Stress)
+	for i := range s.Mixes {
+		block(s.Mixes[i].Target)
+	}
 }
 
 // MixResult is one mix's ladder in a run that swept several mixes.
@@ -87,7 +108,8 @@ func (m MixResult) Label() string {
 // recipe and bar, for the renderings that draw one ladder.
 func (m MixResult) AsSummary(run Summary) Summary {
 	s := Summary{Version: run.Version, Recipe: run.Recipe, Bar: run.Bar, Capacity: m.Capacity, Target: m.Target,
-		Steps: m.Steps, StopReason: m.StopReason, RunDir: run.RunDir, Started: run.Started, TimeScale: run.TimeScale}
+		Steps: m.Steps, StopReason: m.StopReason, RunDir: run.RunDir, Started: run.Started, TimeScale: run.TimeScale,
+		Blocked: run.Blocked}
 	mix := m.Mix
 	s.Mix = &mix
 	if m.Cost != nil {

@@ -59,6 +59,9 @@ func writeText(w io.Writer, s Summary, verbose bool) error {
 	if s.Target != nil {
 		fmt.Fprintf(&b, "target %d sessions: %s\n", s.Target.Sessions, s.Target.Verdict)
 	}
+	if s.Blocked != "" {
+		fmt.Fprintf(&b, "blocked: %s: the recipe fails whatever its capacity\n", s.Blocked)
+	}
 	if s.Capacity.Note != "" {
 		fmt.Fprintf(&b, "note: %s\n", s.Capacity.Note)
 	}
@@ -110,6 +113,9 @@ func Headline(s Summary) string {
 // the recipe, its headline and why the sweep stopped.
 func DoneText(s Summary) string {
 	out := s.Recipe.Name + ": " + Headline(s)
+	if s.Blocked != "" {
+		out += "; blocked: " + s.Blocked
+	}
 	if s.StopReason != "" {
 		out += "; " + s.StopReason
 	}

@@ -2,13 +2,19 @@ package rig
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/eval"
 	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/verdict"
@@ -138,4 +144,44 @@ func evalDetail(r eval.Report) string {
 		out += fmt.Sprintf(" %s %d/%d (%s)", s.Suite, s.Passed, s.Cases, s.Verdict)
 	}
 	return out
+}
+
+// blockedBy says why a report that failed with confidence blocks the
+// recipe: the suites that failed, with their counts.
+func blockedBy(r eval.Report) string {
+	var failed []string
+	for _, s := range r.Suites {
+		if s.Verdict == eval.Fail {
+			failed = append(failed, fmt.Sprintf("%s %d/%d passed, confidently under %g", s.Suite, s.Passed, s.Cases, s.Threshold))
+		}
+	}
+	return "mini evals failed: " + strings.Join(failed, "; ")
+}
+
+// blockedError is a mini-evals phase that failed and blocks the recipe
+// while the run goes on to measure capacity.
+type blockedError struct{ why string }
+
+func (e *blockedError) Error() string {
+	return e.why + "; the sweep measures capacity anyway, and the target reads fail (evals.stop_on_fail: true ends the run here)"
+}
+
+// readBlock is the block a saved run's evals.json calls for; empty when
+// the evals passed, were not run or were not saved.
+func readBlock(d *report.Dir) (string, error) {
+	b, err := os.ReadFile(d.File("evals.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	var rep eval.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return "", fmt.Errorf("%s: %w", d.File("evals.json"), err)
+	}
+	if !rep.Blocked() {
+		return "", nil
+	}
+	return blockedBy(rep), nil
 }

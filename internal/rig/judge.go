@@ -25,6 +25,9 @@ const (
 // ExitCode is the exit code a finished run's summary calls for.
 func ExitCode(s report.Summary) int {
 	if s.Target == nil {
+		if s.Blocked != "" {
+			return ExitFail // no target to fail, but the recipe failed its evals
+		}
 		return ExitHeld
 	}
 	switch s.Target.Verdict {
@@ -90,6 +93,15 @@ func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 		sum.Started, sum.WallS, sum.Versions, sum.Calibration = prev.Started, prev.WallS, prev.Versions, prev.Calibration
 		sum.Phases = prev.Phases
 		sum.OverContext = prev.OverContext
+	}
+	// a suite that failed with confidence blocks the recipe whatever the
+	// bar: evals.json says so as it said to the live run
+	why, err := readBlock(d)
+	if err != nil {
+		return sum, err
+	}
+	if why != "" {
+		sum.Block(why)
 	}
 	return sum, nil
 }

@@ -131,6 +131,9 @@ type run struct {
 	// savedSamples are the scrapes of the steps judged before the resume.
 	notes        []string
 	savedSamples []signal.Sample
+	// blocked is why a mini eval suite that failed with confidence blocks
+	// the recipe, when the run went on to measure capacity; empty if none.
+	blocked string
 }
 
 func (r *run) logf(format string, args ...any) { fmt.Fprintf(r.progress, format+"\n", args...) }
@@ -159,6 +162,12 @@ func (r *run) phase(name string, f func() (string, error)) error {
 		p.Status, p.Detail = "failed", err.Error()
 	}
 	r.addPhase(p)
+	var be *blockedError
+	if errors.As(err, &be) {
+		// failed, and the run goes on: the summary carries the block
+		r.logf("%s: FAILED: %v", name, err)
+		return nil
+	}
 	if err != nil {
 		r.logf("%s: FAILED: %v", name, err)
 		return &PhaseError{Phase: name, Err: err}
@@ -429,11 +438,15 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 				return "", werr
 			}
 			if rep.Blocked() {
-				return "", fmt.Errorf("a suite failed with confidence, which blocks the recipe: %s", evalDetail(rep))
+				if cfg.Evals.StopOnFail {
+					return "", fmt.Errorf("a suite failed with confidence, which blocks the recipe: %s", evalDetail(rep))
+				}
+				r.blocked = blockedBy(rep)
+				return "", &blockedError{why: r.blocked}
 			}
 			return evalDetail(rep), nil
 		})
-		if eerr != nil {
+		if eerr != nil && r.blocked == "" {
 			for _, name := range []string{PhaseSweep, PhaseCapacity} {
 				r.skip(name, "mini evals failed")
 			}
@@ -567,6 +580,9 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	}
 	if mixes := r.otherMixes(ctx, cfg); len(mixes) > 0 {
 		sum.Mixes = mixes
+		if r.blocked != "" {
+			sum.Block(r.blocked)
+		}
 		if err := r.write(&sum); err != nil {
 			return sum, err
 		}

@@ -26,6 +26,9 @@ func (r *run) summary(res sweep.Result, cal *prompt.Calibration) report.Summary 
 	sum.Versions = map[string]string{"headroom": r.o.Version, "go": runtime.Version(),
 		"records": fmt.Sprint(load.RecordVersion), "summary": fmt.Sprint(report.SummaryVersion)}
 	sum.Phases = r.phases
+	if r.blocked != "" {
+		sum.Block(r.blocked)
+	}
 	return sum
 }
 

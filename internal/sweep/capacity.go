@@ -53,6 +53,9 @@ type Capacity struct {
 type TargetVerdict struct {
 	Sessions int             `json:"sessions"`
 	Verdict  verdict.Verdict `json:"verdict"`
+	// Blocked is why the target fails whatever the capacity (a mini eval
+	// suite that failed with confidence); empty when capacity decides.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // partRule says how capacity reads one bar part.
