@@ -28,7 +28,7 @@ func blockedRun(t *testing.T, stopOnFail bool) config.Run {
 	}
 	cfg := config.Default()
 	cfg.TimeScale = config.Virtual
-	cfg.Evals.Suites, cfg.Evals.Custom, cfg.Evals.UnderLoadShare = nil, []string{file}, 0
+	cfg.Evals.Suites, cfg.Evals.Custom, cfg.Evals.UnderLoadShare = nil, []string{file}, 0.05
 	cfg.Evals.StopOnFail = stopOnFail
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{4}, 4, 0
 	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Workload.PrimeTimeoutS = 240, 600, 240
@@ -51,7 +51,8 @@ func phaseNamed(sum report.Summary, name string) *report.Phase {
 
 // TestFailedEvalsBlockButCapacityIsMeasured: a suite that fails with
 // confidence blocks the recipe (its target reads fail, exit 2, the reports
-// say why), but the sweep still measures capacity, as the reference method
+// say why), but the sweep still measures capacity (on speed and errors: no
+// evals under load, which would fail each step on what blocked it already), as the reference method
 // asks of evals (run beside the sweep; they block, they do not hide the
 // number). Before, the run stopped after the evals with no capacity, so a
 // first run against a server that cannot answer the suites (an engine
@@ -72,6 +73,18 @@ func TestFailedEvalsBlockButCapacityIsMeasured(t *testing.T) {
 	}
 	if len(sum.Steps) != 1 || sum.Steps[0].Verdict != verdict.Pass {
 		t.Fatalf("steps %+v: want the one step judged, and pass on speed", sum.Steps)
+	}
+	for _, p := range sum.Steps[0].Parts {
+		if p.Name == "tool_calls" {
+			t.Errorf("step has a tool_calls part %+v: a blocked recipe's steps are judged on speed and errors", p)
+		}
+	}
+	said := false
+	for _, w := range sum.Warnings {
+		said = said || strings.Contains(w, "evals under load were not sent")
+	}
+	if !said {
+		t.Errorf("warnings %q: want one saying the evals under load were not sent", sum.Warnings)
 	}
 	if sum.Capacity.Sessions < 4 {
 		t.Errorf("capacity %s: want it measured (>= 4)", sum.Capacity)

@@ -459,6 +459,13 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	if err != nil {
 		return report.Summary{}, err
 	}
+	if under != nil && r.blocked != "" {
+		// the recipe is blocked on its correctness already: tool calls
+		// under load would fail every step on what blocked it, and hide
+		// the speed the sweep goes on to measure
+		under = nil
+		r.notes = append(r.notes, "evals under load were not sent: the mini evals before the sweep blocked the recipe already, so the steps are judged on speed and errors alone")
+	}
 
 	tel := r.o.Telemetry
 	// the scrape loop calls OnSample from one goroutine at a time, in order;
