@@ -135,6 +135,9 @@ func TestStopOnFailEndsTheRunAtTheEvals(t *testing.T) {
 	if p := phaseNamed(sum, PhaseSweep); p == nil || p.Status != "skipped" {
 		t.Errorf("sweep phase %+v: want skipped", p)
 	}
+	if !strings.Contains(sum.Blocked, "arith 0/3") {
+		t.Errorf("blocked %q: the summary should say what blocked the recipe", sum.Blocked)
+	}
 	if code := ExitCodeOf(sum, err); code != ExitRigError {
 		t.Errorf("exit %d, want %d", code, ExitRigError)
 	}

@@ -438,15 +438,16 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 				return "", werr
 			}
 			if rep.Blocked() {
-				if cfg.Evals.StopOnFail {
-					return "", fmt.Errorf("a suite failed with confidence, which blocks the recipe: %s", evalDetail(rep))
-				}
 				r.blocked = blockedBy(rep)
+				if cfg.Evals.StopOnFail {
+					return "", fmt.Errorf("%s, which blocks the recipe; evals.stop_on_fail ends the run here: %s", r.blocked, evalDetail(rep))
+				}
 				return "", &blockedError{why: r.blocked}
 			}
 			return evalDetail(rep), nil
 		})
-		if eerr != nil && r.blocked == "" {
+		// a block that lets the sweep go on is no error here
+		if eerr != nil {
 			for _, name := range []string{PhaseSweep, PhaseCapacity} {
 				r.skip(name, "mini evals failed")
 			}
