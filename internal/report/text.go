@@ -295,7 +295,11 @@ func writeWarnings(b *strings.Builder, s Summary, verbose bool) {
 			for _, rest := range groups[i:] {
 				more += rest.lines
 			}
-			fmt.Fprintf(b, "warning: %d more causes (%d lines): --verbose prints every warning, and report.md lists them all\n", len(groups)-i, more)
+			causes := "causes"
+			if len(groups)-i == 1 {
+				causes = "cause"
+			}
+			fmt.Fprintf(b, "warning: %d more %s (%d lines): --verbose prints every warning, and report.md lists them all\n", len(groups)-i, causes, more)
 			break
 		}
 		label := g.label

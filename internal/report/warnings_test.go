@@ -89,7 +89,7 @@ func TestTerminalCapsWarnings(t *testing.T) {
 	var b strings.Builder
 	WriteText(&b, s)
 	got := warningLines(b.String())
-	if len(got) != maxWarnings+1 || !strings.Contains(got[maxWarnings], "more causes") || !strings.Contains(got[maxWarnings], "--verbose") {
+	if len(got) != maxWarnings+1 || !strings.Contains(got[maxWarnings], "more cause") || !strings.Contains(got[maxWarnings], "--verbose") {
 		t.Errorf("want %d causes and a line for the rest:\n%s", maxWarnings, strings.Join(got, "\n"))
 	}
 }

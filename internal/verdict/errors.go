@@ -78,6 +78,7 @@ func (j judge) errors(bar float64) Part {
 			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", what, absent[c], n))
 		}
 	}
+	fromClient := false
 	if len(p.Missing) > 0 && j.o.ClientErrors && absent[signal.HTTP4xx] == n && absent[signal.HTTP5xx] == n {
 		// the server reports no HTTP statuses at all: count what the client
 		// saw (refusals, 5xx, timeouts, aborts, broken streams), openly
@@ -85,7 +86,12 @@ func (j judge) errors(bar float64) Part {
 			l := j.load[i]
 			errs[i] = float64(l.ClientErrors + l.Unsent)
 		}
+		fromClient = true
 		p.Source = "client-seen errors + unsent (the server reports no HTTP statuses; bar.client_errors is on)"
+		// one line says why, not one per absent status counter as well
+		p.Value.Warnings = slices.DeleteFunc(p.Value.Warnings, func(w string) bool {
+			return strings.HasPrefix(w, signal.HTTP4xx+" is missing") || strings.HasPrefix(w, signal.HTTP5xx+" is missing")
+		})
 		p.Value.Warnings = append(p.Value.Warnings, "the server reports no HTTP status counters: errors are the client's count")
 		p.Missing = nil
 	}
@@ -141,7 +147,9 @@ func (j judge) errors(bar float64) Part {
 	case p.Verdict == TooClose && wlo >= bar:
 		p.Value.Warnings = append(p.Value.Warnings, concentrated(errs, k, turns, wlo, whi, bar))
 	}
-	if d := math.Abs(float64(clientErrs) - serverErrs); d > math.Max(2, 0.1*math.Max(float64(clientErrs), serverErrs)) {
+	// with no status counters the client's count is the source: nothing of
+	// the server's to check it against
+	if d := math.Abs(float64(clientErrs) - serverErrs); !fromClient && d > math.Max(2, 0.1*math.Max(float64(clientErrs), serverErrs)) {
 		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("cross-check: the client saw %d failed turns but the server reported %.0f errors (4xx+5xx+aborted)", clientErrs, serverErrs))
 	}
 	return p

@@ -368,4 +368,9 @@ func TestClientErrorsWhenTheServerReportsNoStatuses(t *testing.T) {
 	if p.Verdict != Fail || !strings.Contains(p.Source, "client-seen") || p.Value.Center != 0.05 {
 		t.Errorf("client errors: %s at %g from %q, want fail at 0.05 from the client's count", p.Verdict, p.Value.Center, p.Source)
 	}
+	// one warning says why, not one per absent status counter beside it
+	// (the default run's grouped warnings showed three lines for one fact)
+	if len(p.Value.Warnings) != 1 || !strings.Contains(p.Value.Warnings[0], "no HTTP status counters") {
+		t.Errorf("client errors: warnings %q, want the one line that says the client counts", p.Value.Warnings)
+	}
 }
