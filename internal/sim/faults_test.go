@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/eval"
+	"github.com/headroom-bench/headroom/internal/timescale"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -351,26 +352,37 @@ func TestWrongModelFault(t *testing.T) {
 }
 
 func TestKVFillsFault(t *testing.T) {
+	// The four requests must be in the engine together, which a scaled wall
+	// clock does not promise on a starved host (at load 20 they ran one
+	// after another and nothing was preempted): on the virtual clock they
+	// start at the same modelled instant.
+	var fams map[string]*dto.MetricFamily
+	onVirtual(t, Options{Profile: tinyProfile(), Seed: 7, Faults: Faults{KVCapacityTokens: 512}}, func(clock *timescale.Clock, client *http.Client, url string) {
+		// 512 tokens are 128 of the 4096 blocks.
+		if got := value(t, scrapeWith(t, client, url), "vllm:kv_cache_usage_perc"); got < (4096.0-128)/4096 {
+			t.Errorf("kv cache usage %g with the fault on: want the blocks pinned", got)
+		}
+		// Four requests growing to 48 blocks each cannot all fit in 128.
+		g := clock.NewGroup()
+		for i := range 4 {
+			g.Go(func() {
+				if res := streamChatWith(t, client, url, "tiny-model", words(string(rune('k'+i)), 0, 40), 150); !res.done {
+					t.Errorf("stream %d did not finish", i)
+				}
+			})
+		}
+		_ = g.Wait(context.Background())
+		fams = scrapeWith(t, client, url)
+	})
+	if got := value(t, fams, "vllm:num_preemptions_total"); got == 0 {
+		t.Error("no preemption although the shrunk cache could not hold four requests")
+	}
+	// Cleared (on a served simulator: no timing in it): the blocks come back.
 	s, url := startSim(t, tinyProfile(), fastScale)
-	// 512 tokens are 128 of the 4096 blocks.
 	setFaults(t, url, `{"kv_capacity_tokens":512}`)
 	waitMetric(t, url, "blocks to be pinned", func(f map[string]*dto.MetricFamily) bool {
 		return value(t, f, "vllm:kv_cache_usage_perc") >= (4096.0-128)/4096
 	})
-	// Four requests growing to 48 blocks each cannot all fit in 128.
-	var wg sync.WaitGroup
-	for i := range 4 {
-		wg.Go(func() {
-			if res := streamChat(t, url, "tiny-model", words(string(rune('k'+i)), 0, 40), 150); !res.done {
-				t.Errorf("stream %d did not finish", i)
-			}
-		})
-	}
-	wg.Wait()
-	if got := value(t, scrape(t, url), "vllm:num_preemptions_total"); got == 0 {
-		t.Error("no preemption although the shrunk cache could not hold four requests")
-	}
-	// Cleared: the blocks come back.
 	if err := s.SetFaults(Faults{}); err != nil {
 		t.Fatal(err)
 	}
