@@ -162,14 +162,12 @@ func (r *run) phase(name string, f func() (string, error)) error {
 		p.Status, p.Detail = "failed", err.Error()
 	}
 	r.addPhase(p)
-	var be *blockedError
-	if errors.As(err, &be) {
-		// failed, and the run goes on: the summary carries the block
-		r.logf("%s: FAILED: %v", name, err)
-		return nil
-	}
 	if err != nil {
 		r.logf("%s: FAILED: %v", name, err)
+		var be *blockedError
+		if errors.As(err, &be) {
+			return nil // failed, and the run goes on: the summary carries the block
+		}
 		return &PhaseError{Phase: name, Err: err}
 	}
 	if detail != "" {

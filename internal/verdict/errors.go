@@ -68,32 +68,32 @@ func (j judge) errors(bar float64) Part {
 		p.Value.Warnings = append(p.Value.Warnings, "no windows to judge")
 		return p
 	}
+	// the server reports no HTTP statuses at all: count what the client
+	// saw (refusals, 5xx, timeouts, aborts, broken streams), openly, and
+	// say so once rather than once per absent status counter as well
+	fromClient := j.o.ClientErrors && absent[signal.HTTP4xx] == n && absent[signal.HTTP5xx] == n
 	for _, c := range errorCounters {
-		if absent[c] > 0 {
-			p.Missing = append(p.Missing, c)
-			what := c
-			if c == signal.RequestsAborted {
-				what = "requests_aborted (or requests_failed)"
-			}
-			p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", what, absent[c], n))
+		if absent[c] == 0 {
+			continue
 		}
+		if !fromClient {
+			p.Missing = append(p.Missing, c)
+		} else if c == signal.HTTP4xx || c == signal.HTTP5xx {
+			continue
+		}
+		what := c
+		if c == signal.RequestsAborted {
+			what = "requests_aborted (or requests_failed)"
+		}
+		p.Value.Warnings = append(p.Value.Warnings, fmt.Sprintf("%s is missing from %d of %d windows", what, absent[c], n))
 	}
-	fromClient := false
-	if len(p.Missing) > 0 && j.o.ClientErrors && absent[signal.HTTP4xx] == n && absent[signal.HTTP5xx] == n {
-		// the server reports no HTTP statuses at all: count what the client
-		// saw (refusals, 5xx, timeouts, aborts, broken streams), openly
+	if fromClient {
 		for i := range n {
 			l := j.load[i]
 			errs[i] = float64(l.ClientErrors + l.Unsent)
 		}
-		fromClient = true
 		p.Source = "client-seen errors + unsent (the server reports no HTTP statuses; bar.client_errors is on)"
-		// one line says why, not one per absent status counter as well
-		p.Value.Warnings = slices.DeleteFunc(p.Value.Warnings, func(w string) bool {
-			return strings.HasPrefix(w, signal.HTTP4xx+" is missing") || strings.HasPrefix(w, signal.HTTP5xx+" is missing")
-		})
 		p.Value.Warnings = append(p.Value.Warnings, "the server reports no HTTP status counters: errors are the client's count")
-		p.Missing = nil
 	}
 	if len(p.Missing) > 0 {
 		return p // server error counters missing: errors cannot be judged
