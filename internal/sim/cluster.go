@@ -98,12 +98,13 @@ type Cluster struct {
 	// compare it with the router's reading handed on).
 	rereads bool
 
-	runOnce sync.Once
-	srvMu   sync.Mutex
-	srv     *http.Server
-	net     *memnet.Net
-	cancel  context.CancelFunc
-	done    *timescale.Signal
+	runOnce  sync.Once
+	srvMu    sync.Mutex
+	srv      *http.Server
+	handling atomic.Int64 // gateway handlers running on TCP
+	net      *memnet.Net
+	cancel   context.CancelFunc
+	done     *timescale.Signal
 }
 
 // NewCluster builds the copies and the gateway. Nothing runs until Start or
@@ -244,7 +245,7 @@ func (c *Cluster) Start(addr string) (string, error) {
 	}
 	ctx, cancel := c.clock.WithCancel(context.Background())
 	c.srvMu.Lock()
-	c.srv = &http.Server{Handler: c.handler, ReadHeaderTimeout: 30 * time.Second}
+	c.srv = countingServer(c.handler, &c.handling)
 	c.cancel, c.done = cancel, c.clock.NewLatch()
 	srv, done := c.srv, c.done
 	c.srvMu.Unlock()
@@ -298,13 +299,7 @@ func (c *Cluster) Close() error {
 	if srv == nil {
 		return nil
 	}
-	ctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
-	defer stop()
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("sim cluster: shutting down the gateway: %w", err)
-	}
-	return nil
+	return shutdown(srv, &c.handling, "sim cluster: shutting down the gateway")
 }
 
 // serving reports whether copy i takes requests now.

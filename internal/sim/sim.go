@@ -274,6 +274,8 @@ type Sim struct {
 	srv   *http.Server      // nil while crashed
 	addr  string            // the address Start listens on, kept for restarts
 	done  *timescale.Signal // latched when Run returns (Start only)
+
+	serving atomic.Int64 // HTTP handlers running on the TCP server
 }
 
 // life is one run of the engine, from start to crash or stop: its own queue,
@@ -424,7 +426,7 @@ func (s *Sim) Start(addr string) (string, error) {
 		return "", errors.New("sim: already started; make a new Sim to serve again")
 	}
 	s.addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
+	s.srv = countingServer(s.handler, &s.serving)
 	s.done = s.clock.NewLatch()
 	srv, done := s.srv, s.done
 	s.srvMu.Unlock()
@@ -481,7 +483,7 @@ func (s *Sim) reopen() {
 	if err != nil {
 		return // stays down; Close still works
 	}
-	s.srv = &http.Server{Handler: s.handler, ReadHeaderTimeout: 30 * time.Second}
+	s.srv = countingServer(s.handler, &s.serving)
 	go func(srv *http.Server) { _ = srv.Serve(ln) }(s.srv)
 }
 
@@ -522,13 +524,7 @@ func (s *Sim) Close() error {
 	if srv == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		_ = srv.Close()
-		return fmt.Errorf("sim: shutting down the server: %w", err)
-	}
-	return nil
+	return shutdown(srv, &s.serving, "sim: shutting down the server")
 }
 
 // submit queues a request for the engine and wakes it.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -503,5 +504,29 @@ func TestHandlerWithRun(t *testing.T) {
 	}
 	if err := s.Run(context.Background()); err == nil {
 		t.Error("a second Run did not fail")
+	}
+}
+
+// TestCloseWithAnUnusedConnection: a client that dialled a spare
+// connection and sent nothing on it (Go's transport does this when another
+// connection frees first) does not make Close fail. Shutdown waits 5 s for
+// such a connection, past Close's 2 s, and Close used to report "context
+// deadline exceeded" although no answer was cut.
+func TestCloseWithAnUnusedConnection(t *testing.T) {
+	s, err := New(Options{Profile: tinyProfile(), Scale: 100, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := s.Close(); err != nil {
+		t.Errorf("Close with one connection that sent no request: %v", err)
 	}
 }
