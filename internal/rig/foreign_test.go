@@ -187,6 +187,10 @@ func TestSecuredReasoningGateway(t *testing.T) {
 	cfg.Evals.UnderLoadShare = 0.05 // evals under load go through the gateway too
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Stress = []int{2}, 0, 0
 	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.WindowS, cfg.Sweep.ScrapeS, cfg.Sweep.DrainS = 8, 9, 3, 1, 10
+	// The step is fixed: 2 sessions for 9 s cannot prove errors under 2%, and
+	// this test is about credentials and stream shapes, not the verdict (with
+	// the default's max_step_s it extended for 2 min 20 s to 30 turns).
+	cfg.Sweep.MaxStepS = cfg.Sweep.StepS
 	cfg.Workload.PrimeTimeoutS = 8
 	cfg.Output = t.TempDir()
 	if err := cfg.Validate(); err != nil {
