@@ -68,6 +68,38 @@ func TestRedactedKeepsNoSecret(t *testing.T) {
 	}
 }
 
+// TestRedactedParsesBack: the run directory's config.yaml is the redacted
+// run file, and `judge`, reports and `--resume` read it back, so a run whose
+// URLs carried user info must still parse (with "[redacted]@" they did not:
+// brackets are not allowed in a URL's user info).
+func TestRedactedParsesBack(t *testing.T) {
+	r := realEndpoint()
+	r.Recipe.Endpoint = "https://alice:endpoint-pw@gw.example"
+	r.Recipe.Metrics = []string{"https://scraper:metrics-pw@gw.example/metrics"}
+	r.Recipe.Prometheus = &recipe.PrometheusSpec{URL: "https://p:prom-pw@prom.example", Selector: `{job="vllm"}`}
+	r.Recipe.Metrics = nil
+	for _, withMetrics := range []bool{false, true} {
+		if withMetrics {
+			r.Recipe.Prometheus = nil
+			r.Recipe.Metrics = []string{"https://scraper:metrics-pw@gw.example/metrics"}
+		}
+		if err := r.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := yaml.Marshal(r.Redacted())
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Parse(b, "config.yaml")
+		if err != nil {
+			t.Fatalf("the redacted run file does not parse back: %v\n%s", err, b)
+		}
+		if strings.Contains(back.Recipe.Endpoint, "alice") || !strings.Contains(back.Recipe.Endpoint, "gw.example") {
+			t.Errorf("endpoint read back as %q", back.Recipe.Endpoint)
+		}
+	}
+}
+
 // TestMaxOverContextZeroAllowsNone: 0 is a setting (no turn may exceed the
 // context), not "take the default".
 func TestMaxOverContextZeroAllowsNone(t *testing.T) {

@@ -13,6 +13,11 @@ import (
 // Redacted stands in for a secret wherever one would have been written.
 const Redacted = "[redacted]"
 
+// RedactedUser stands in for a URL's user info: brackets are not allowed
+// there, so "[redacted]@" would not parse back, and the run directory's
+// config.yaml is read again by judge, reports and --resume.
+const RedactedUser = "redacted"
+
 // minSecret is the shortest value treated as a secret: shorter ones (a
 // header value "1") would redact ordinary text everywhere.
 const minSecret = 4
@@ -30,10 +35,10 @@ var secretQuery = []string{"key", "api_key", "apikey", "token", "access_token", 
 func URL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		return userInfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+		return userInfo.ReplaceAllString(s, "${1}"+RedactedUser+"@")
 	}
 	if u.User != nil {
-		u.User = url.User(Redacted)
+		u.User = url.User(RedactedUser)
 	}
 	if u.RawQuery != "" {
 		q := u.Query()
@@ -51,7 +56,7 @@ func URL(s string) string {
 		}
 	}
 	out := u.String()
-	// url.User escapes the brackets; keep the marker readable.
+	// q.Encode escapes the brackets; keep the marker readable.
 	return strings.ReplaceAll(out, url.PathEscape(Redacted), Redacted)
 }
 
@@ -116,7 +121,7 @@ func (r *Redactor) String(s string) string {
 		r.mu.RUnlock()
 	}
 	if strings.Contains(s, "@") {
-		s = userInfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+		s = userInfo.ReplaceAllString(s, "${1}"+RedactedUser+"@")
 	}
 	return s
 }

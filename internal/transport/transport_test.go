@@ -98,10 +98,10 @@ func TestCheckNamesEachBadField(t *testing.T) {
 
 func TestURLRedaction(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
-		{"https://user:pa55word@gw.example:8443/v1", "https://[redacted]@gw.example:8443/v1"},
+		{"https://user:pa55word@gw.example:8443/v1", "https://redacted@gw.example:8443/v1"},
 		{"http://127.0.0.1:8000", "http://127.0.0.1:8000"},
 		{"https://hooks.example/x?token=abc&channel=ops", "https://hooks.example/x?channel=ops&token=[redacted]"},
-		{"dial tcp: Post \"http://bob:s3cr3t@10.0.0.1/v1\": refused", "dial tcp: Post \"http://[redacted]@10.0.0.1/v1\": refused"},
+		{"dial tcp: Post \"http://bob:s3cr3t@10.0.0.1/v1\": refused", "dial tcp: Post \"http://redacted@10.0.0.1/v1\": refused"},
 	} {
 		if got := URL(tc.in); got != tc.want {
 			t.Errorf("URL(%q) = %q, want %q", tc.in, got, tc.want)
