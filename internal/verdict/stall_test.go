@@ -24,26 +24,34 @@ func TestStallWhateverIsRunning(t *testing.T) {
 		g                 gauges
 		tokens, ok, ttfts float64 // generation tokens, requests_ok, TTFT observations in each late window
 		dropGen           bool    // the engine does not export generation_tokens
+		itls              float64 // per-token latency observations in each late window
 		stall             bool
 	}{
 		// The KV-full case: running 0, waiting 3, no token, no first token, nothing done.
-		{"waiting, nothing running, no progress", gauges{idle, busy}, 0, 0, 0, false, true},
+		{"waiting, nothing running, no progress", gauges{idle, busy}, 0, 0, 0, false, 0, true},
 		// The stall the old rule caught: requests running and no token.
-		{"running, no token", gauges{busy, idle}, 0, 0, 0, false, true},
+		{"running, no token", gauges{busy, idle}, 0, 0, 0, false, 0, true},
 		// Both gauges up and no progress at all.
-		{"running and waiting, no progress", gauges{busy, busy}, 0, 0, 0, false, true},
+		{"running and waiting, no progress", gauges{busy, busy}, 0, 0, 0, false, 0, true},
 		// Waiting at its peak in one scrape only, still nothing moved: a stall.
-		{"waiting peak only, no progress", gauges{idle, peak}, 0, 0, 0, false, true},
+		{"waiting peak only, no progress", gauges{idle, peak}, 0, 0, 0, false, 0, true},
 		// No generation_tokens counter, yet waiting and no TTFT or completion: still a stall.
-		{"waiting, no token counter, no progress", gauges{idle, busy}, 0, 0, 0, true, true},
+		{"waiting, no token counter, no progress", gauges{idle, busy}, 0, 0, 0, true, 0, true},
 		// Requests waiting while others get their first token: progress, not a stall.
-		{"waiting, first tokens come", gauges{idle, busy}, 0, 0, 5, false, false},
+		{"waiting, first tokens come", gauges{idle, busy}, 0, 0, 5, false, 0, false},
 		// Requests waiting while others complete (no token counter exported): progress.
-		{"waiting, requests complete", gauges{idle, busy}, 0, 4, 0, true, false},
+		{"waiting, requests complete", gauges{idle, busy}, 0, 4, 0, true, 0, false},
 		// Requests running and tokens flowing while others wait: a busy engine, not a stall.
-		{"running with tokens, waiting", gauges{busy, busy}, 500, 0, 0, false, false},
+		{"running with tokens, waiting", gauges{busy, busy}, 500, 0, 0, false, 0, false},
+		// llm-d-inference-sim counts generation tokens when a request ends
+		// and observes TTFT at the first token, so a window in which long
+		// answers decode, none starts and none ends shows no token and no
+		// first token; its per-token latencies are observed as the tokens go
+		// out: progress, not a stall (it read as one, and a healthy step
+		// with long answers read no data).
+		{"running, tokens counted at the end, per-token latency observed", gauges{busy, idle}, 0, 0, 0, false, 40, false},
 		// Nothing waiting or running and nothing done: an idle window, not a stall.
-		{"idle", gauges{idle, idle}, 0, 0, 0, false, false},
+		{"idle", gauges{idle, idle}, 0, 0, 0, false, 0, false},
 	}
 	for _, c := range cases {
 		ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(n)
@@ -62,6 +70,9 @@ func TestStallWhateverIsRunning(t *testing.T) {
 			ws[i].Hist[signal.TTFT] = hist(ttftBounds, []float64{0, c.ttfts})
 			ws[i].Hist[signal.TPOT] = hist(tpotBounds, []float64{0, 0, c.ok})
 			ws[i].Hist[signal.E2E] = hist(ttftBounds, []float64{0, 0, c.ok})
+			if c.itls > 0 {
+				ws[i].Hist[signal.ITL] = hist(tpotBounds, []float64{0, c.itls})
+			}
 		}
 		st := Judge(bar, ws, load(n, 100, 100), DefaultOptions())
 		warned := strings.Contains(strings.Join(st.Warnings, " "), "a stall")

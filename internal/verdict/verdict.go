@@ -277,7 +277,7 @@ func (st *Step) atLimit(windows []signal.Window, o Options) {
 // stalledWindows counts windows in which requests were waiting or running
 // (either gauge above zero in some scrape of the window) and none made
 // progress: no request completed, none got its first token and no token was
-// generated. Only the progress signals a window has are read; a window
+// generated (counted, or observed as a per-token latency). Only the progress signals a window has are read; a window
 // without any of them cannot tell a stall from quiet and is not counted
 // (its missing histograms make latency no data by themselves).
 func stalledWindows(windows []signal.Window) int {
@@ -310,7 +310,9 @@ func stalled(w signal.Window) bool {
 			}
 		}
 	}
-	for _, name := range []string{signal.TTFT, signal.E2E} {
+	// per-token latency (ITL) is observed as tokens go out, where an engine
+	// (llm-d-inference-sim) counts generated tokens only when a request ends
+	for _, name := range []string{signal.TTFT, signal.E2E, signal.ITL} {
 		if h, ok := w.Hist[name]; ok && !h.Empty() {
 			seen = true
 			if h.Count > 0 {
