@@ -193,7 +193,7 @@ func rebuild(d *Dir, cfg runConfig, steps []sweep.StepResult) Summary {
 	// the latest judgement of each level, as the run itself reads them
 	s.Capacity = sweep.CapacityOf(sweep.Points(steps))
 	if cfg.Sweep.Target > 0 {
-		t := s.Capacity.Target(cfg.Sweep.Target)
+		t := sweep.TargetOf(steps, s.Capacity, cfg.Sweep.Target)
 		s.Target = &t
 	}
 	s.Cost = sweep.Cost{USDPerHour: float64(cfg.Recipe.Nodes*cfg.Recipe.GPUsPerNode) * cfg.Recipe.USDPerGPUHour}

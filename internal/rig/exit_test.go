@@ -105,6 +105,43 @@ func TestTargetWithoutEvidenceIsNoData(t *testing.T) {
 	}
 }
 
+// TestTargetStepDecidesTheTarget: the target is the step that must pass,
+// so where the ladder ran it, that step's own verdict (pooled with its
+// repeat) is the target's. Against llm-d-inference-sim, 8 sessions passed
+// twice (P90 interactivity 12.9 and 12.5 tokens/s, their intervals' lower
+// bound on the bucket edge 10.0 = the bar) while the capacity fitted from
+// every step read 10.2 (7.99-11.5), and the target read too close.
+func TestTargetStepDecidesTheTarget(t *testing.T) {
+	pass, fail := verdict.Pass, verdict.Fail
+	cases := []struct {
+		name  string
+		steps []sweep.StepResult
+		c     sweep.Capacity
+		want  verdict.Verdict
+	}{
+		{"the step at the target passed; the curve's bound dips below it",
+			[]sweep.StepResult{judgedStep(0, 4, pass), judgedStep(1, 8, pass), judgedStep(2, 16, fail)},
+			sweep.Capacity{Sessions: 10.2, Lo: 7.99, Hi: 11.5, Bracket: [2]int{8, 16}}, pass},
+		{"the step at the target failed; the curve's bound is above it",
+			[]sweep.StepResult{judgedStep(0, 4, pass), judgedStep(1, 8, fail)},
+			sweep.Capacity{Sessions: 8.5, Lo: 8.1, Hi: 9, Bracket: [2]int{4, 8}}, fail},
+		{"a repeat's pooled verdict is the one that counts",
+			[]sweep.StepResult{judgedStep(0, 4, pass), judgedStep(1, 8, fail), judgedStep(2, 8, pass), judgedStep(3, 16, fail)},
+			sweep.Capacity{Sessions: 9, Lo: 7.5, Hi: 12, Bracket: [2]int{8, 16}}, pass},
+		{"no step at the target: the capacity interval decides",
+			[]sweep.StepResult{judgedStep(0, 4, pass), judgedStep(1, 16, fail)},
+			sweep.Capacity{Sessions: 10, Lo: 7.5, Hi: 12, Bracket: [2]int{4, 16}}, verdict.TooClose},
+	}
+	for _, c := range cases {
+		cfg := config.Default()
+		cfg.Sweep.Target, cfg.Sweep.Stress = 8, 0
+		sum := Summarize(cfg, sweep.Result{Steps: c.steps, Capacity: c.c})
+		if sum.Target == nil || sum.Target.Verdict != c.want {
+			t.Errorf("%s: target %+v, want %s", c.name, sum.Target, c.want)
+		}
+	}
+}
+
 // TestFailedPreflightReportsNoCapacity: a run stopped by pre-flight measured
 // nothing: no capacity, no target verdict, a rig error, and --json carries
 // the error.

@@ -61,11 +61,11 @@ func Summarize(cfg config.Run, res sweep.Result) report.Summary {
 	}
 	sum.Cost = sweep.CostOf(cfg.Recipe.Nodes, cfg.Recipe.GPUsPerNode, cfg.Recipe.USDPerGPUHour, res.Capacity, tokens, fromStep)
 	if cfg.Sweep.Target > 0 {
-		t := targetOf(res, cfg.Sweep.Target)
+		t := sweep.TargetOf(res.Steps, res.Capacity, cfg.Sweep.Target)
 		sum.Target = &t
 	}
 	if cfg.Sweep.Stress > 0 {
-		t := targetOf(res, cfg.Sweep.Stress)
+		t := sweep.TargetOf(res.Steps, res.Capacity, cfg.Sweep.Stress)
 		sum.Stress = &t
 	}
 	sum.Collect(res.Warnings)

@@ -2,46 +2,12 @@ package rig
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/prompt"
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/sweep"
-	"github.com/headroom-bench/headroom/internal/verdict"
 )
-
-// targetOf judges n sessions (the target or the stress step) on the
-// sweep's capacity, with one rule more than the capacity interval: a fail
-// needs a step that failed. When no step was judged, or the first step that
-// missed the bar read no data, nothing above the last step that held was
-// measured, and a target there reads no data, never fail.
-func targetOf(res sweep.Result, n int) sweep.TargetVerdict {
-	pts := sweep.Points(res.Steps)
-	if len(pts) == 0 {
-		return sweep.TargetVerdict{Sessions: n, Verdict: verdict.NoData}
-	}
-	t := res.Capacity.Target(n)
-	if t.Verdict != verdict.Fail {
-		return t
-	}
-	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Sessions < pts[j].Sessions })
-	for _, p := range pts {
-		if p.Judged.Verdict == verdict.Fail && p.Sessions <= n {
-			return t // a step at or below the target failed
-		}
-	}
-	for _, p := range pts {
-		switch p.Judged.Verdict {
-		case verdict.Fail:
-			return t // the first miss was a failure (above the target)
-		case verdict.NoData:
-			t.Verdict = verdict.NoData
-			return t
-		}
-	}
-	return t
-}
 
 // unswept is the summary of a run that ended before the sweep (rollout,
 // pre-flight or mini evals failed): it measured no capacity and judges no
