@@ -21,6 +21,11 @@ type TransferCase struct {
 	Name      string   `json:"name"`
 	Calibrate []string `json:"calibrate"` // run directories, relative to the cases file
 	Measured  string   `json:"measured"`
+	// Gate makes the study's fast form (go test) fail when this case's
+	// prediction is more than one ladder step off or its interval misses
+	// the measured capacity: set on the cases the model is known to hold,
+	// so they keep holding.
+	Gate bool `json:"gate,omitempty"`
 }
 
 // TransferRow is a case's outcome: the capacity predicted on the fitted
