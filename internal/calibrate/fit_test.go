@@ -190,6 +190,25 @@ func TestPredictConfig(t *testing.T) {
 	}
 }
 
+// TestPredictConfigWithoutGPUs: a flags-only run (`headroom run --endpoint
+// ... --model ...` without --gpus) names no GPUs, and the prediction's run
+// file, which the built-in simulator sizes from nodes x gpus_per_node,
+// failed validation ("recipe.nodes: must be at least 1, got 0"), so such a
+// run could not be calibrated on or predicted. The fitted profile is the
+// engine as measured; one node of one GPU stands in, and the price stays
+// the run's (none: not priced).
+func TestPredictConfigWithoutGPUs(t *testing.T) {
+	r := realRun(t)
+	r.Config.Recipe.Nodes, r.Config.Recipe.GPUsPerNode, r.Config.Recipe.USDPerGPUHour = 0, 0, 0
+	cfg, err := PredictConfig(r, "fitted.yaml", "vllm", t.TempDir())
+	if err != nil {
+		t.Fatalf("a run that names no GPUs: %v", err)
+	}
+	if rc := cfg.Recipe; rc.Nodes != 1 || rc.GPUsPerNode != 1 || rc.USDPerGPUHour != 0 {
+		t.Errorf("nodes %d x %d GPUs at $%g: want 1 x 1, not priced", rc.Nodes, rc.GPUsPerNode, rc.USDPerGPUHour)
+	}
+}
+
 func TestFitRefusesManyCopies(t *testing.T) {
 	r := realRun(t)
 	r.Config.Recipe.Copies = 2

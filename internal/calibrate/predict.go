@@ -55,6 +55,11 @@ func PredictConfig(r Run, profile, personality, out string) (config.Run, error) 
 	rc.Mapping, rc.MappingFile = personality, ""
 	rc.Deploy = recipe.Deploy{}
 	rc.Copies = 1
+	if rc.Nodes < 1 || rc.GPUsPerNode < 1 {
+		// a flags-only run names no GPUs; the fitted profile is the
+		// engine as measured, and the simulator needs a size to run it
+		rc.Nodes, rc.GPUsPerNode = 1, 1
+	}
 	rc.Name += "-predicted"
 	rc.Sim = recipe.SimSpec{Profile: abs, Personality: personality, PDLinkBytesPerSecond: rc.Sim.PDLinkBytesPerSecond}
 	cfg.Recipe = rc
