@@ -138,7 +138,9 @@ func transferCase(ctx context.Context, c TransferCase, out string, run calibrate
 	}
 	row.ErrorSteps = cmp.CapacitySteps()
 	m := row.Measured.Sessions
-	row.Covered = !row.Measured.NotEstablished && m >= row.Lo && m <= row.Hi
+	// an interval from a prediction that established nothing (0 to the
+	// first step that missed) covers by saying nothing
+	row.Covered = !row.Measured.NotEstablished && !caps[0].NotEstablished && m >= row.Lo && m <= row.Hi
 	var notes []string
 	if row.Measured.AtLeast {
 		notes = append(notes, "measured is a lower bound")
@@ -146,8 +148,11 @@ func transferCase(ctx context.Context, c TransferCase, out string, run calibrate
 	if caps[0].AtLeast {
 		notes = append(notes, "predicted is a lower bound")
 	}
-	if math.IsNaN(cmp.CapacityError) {
-		notes = append(notes, "a run established no capacity")
+	if caps[0].NotEstablished {
+		notes = append(notes, "the prediction established no capacity: no predicted step held")
+	}
+	if row.Measured.NotEstablished {
+		notes = append(notes, "the measured run established none: no step held")
 	}
 	row.Note = strings.Join(notes, "; ")
 	return row, nil
@@ -177,6 +182,14 @@ func WriteTransferTable(w io.Writer, rows []TransferRow) error {
 			covered = "yes"
 		}
 		m := fmt.Sprintf("%.1f (%.1f-%.1f)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
+		switch {
+		case r.Measured.NotEstablished:
+			m = fmt.Sprintf("not established (%.1f-%.1f)", r.Measured.Lo, r.Measured.Hi)
+		case r.Measured.AtLeast:
+			m = fmt.Sprintf(">= %.1f (every step held)", r.Measured.Sessions)
+		case r.Measured.HiOpen:
+			m = fmt.Sprintf("%.1f (%.1f->=%.1f: nothing above was measured)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
+		}
 		line := fmt.Sprintf("| %s | %.1f (%.1f-%.1f) | %s | %s | %s |", r.Case, r.Predicted, r.Lo, r.Hi, m, errText, covered)
 		if r.Note != "" {
 			line = strings.TrimSuffix(line, " |") + " (" + r.Note + ") |"

@@ -1,0 +1,79 @@
+package study
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/headroom-bench/headroom/internal/calibrate"
+)
+
+// The transfer table in docs/simulator.md sits between these lines.
+const (
+	transferTableStart = "<!-- transfer table: go test ./internal/study -run TestTransferStudy -->"
+	transferTableEnd   = "<!-- end of transfer table -->"
+)
+
+// TestTransferStudy is the fast form of `headroom sim study transfer`: it
+// fits and predicts every case recorded from llm-d-inference-sim
+// (testdata/transfer, docs/simulator.md says how the runs were made) on the
+// virtual clock. It fails when a case marked gate is more than one ladder
+// step off or its interval misses the measured capacity, and when the table
+// in docs/simulator.md is not the one the study writes on this tree (the
+// study is deterministic), so the docs cannot claim a transfer the code does
+// not make. Set HEADROOM_WRITE_DOCS=1 to rewrite the docs' table.
+func TestTransferStudy(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fits and predicts the recorded llm-d runs on the virtual clock (about a minute of CPU)")
+	}
+	cases, err := LoadTransferCases(filepath.Join("testdata", "transfer", "cases.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := Transfer(context.Background(), cases, t.TempDir(), calibrate.Runner(Virtual(t.TempDir())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	if err := WriteTransferTable(&table, rows); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the study's table:\n%s", table.String())
+	if len(rows) != len(cases) {
+		t.Fatalf("%d rows for %d cases", len(rows), len(cases))
+	}
+	for i, r := range rows {
+		if !cases[i].Gate {
+			continue
+		}
+		if !(math.Abs(r.ErrorSteps) <= 1) || !r.Covered {
+			t.Errorf("%s (gated): predicted %.1f (%.1f-%.1f), measured %.1f: %+.2f ladder steps, covered %v; it must be within one step and covered",
+				r.Case, r.Predicted, r.Lo, r.Hi, r.Measured.Sessions, r.ErrorSteps, r.Covered)
+		}
+	}
+	doc := filepath.Join("..", "..", "docs", "simulator.md")
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok1 := strings.Cut(string(b), transferTableStart+"\n")
+	_, after, ok2 := strings.Cut(rest, transferTableEnd)
+	if !ok1 || !ok2 {
+		t.Fatalf("%s has no transfer table between %q and %q", doc, transferTableStart, transferTableEnd)
+	}
+	got, _, _ := strings.Cut(rest, transferTableEnd)
+	if got == table.String() {
+		return
+	}
+	if os.Getenv("HEADROOM_WRITE_DOCS") == "1" {
+		if err := os.WriteFile(doc, []byte(before+transferTableStart+"\n"+table.String()+transferTableEnd+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("rewrote the transfer table in %s", doc)
+		return
+	}
+	t.Errorf("the transfer table in %s is not the one the study writes on this tree; rerun with HEADROOM_WRITE_DOCS=1 and read the change.\ndocs:\n%s\nstudy:\n%s", doc, got, table.String())
+}
