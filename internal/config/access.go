@@ -90,6 +90,27 @@ func (r Run) Redacted() Run {
 	return r
 }
 
+// RedactedCredentials names the fields of a run file read back from a run
+// directory whose URL user info was redacted when it was written: the
+// credentials they carried are gone, so a run resumed from it cannot reach
+// those URLs as the first run did.
+func (r Run) RedactedCredentials() []string {
+	var out []string
+	check := func(field, u string) {
+		if p, err := url.Parse(u); err == nil && p.User != nil && p.User.Username() == transport.RedactedUser {
+			out = append(out, field)
+		}
+	}
+	check("recipe.endpoint", r.Recipe.Endpoint)
+	for i, m := range r.Recipe.Metrics {
+		check(fmt.Sprintf("recipe.metrics[%d]", i), m)
+	}
+	if p := r.Recipe.Prometheus; p != nil {
+		check("recipe.prometheus.url", p.URL)
+	}
+	return out
+}
+
 func redactURLs(us []string) []string {
 	if us == nil {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/report"
@@ -142,6 +143,10 @@ func readResume(d *report.Dir) (Saved, []string, error) {
 	saved, err := ReadRun(d)
 	if err != nil {
 		return saved, notes, err
+	}
+	if lost := saved.Config.RedactedCredentials(); len(lost) > 0 {
+		return saved, notes, fmt.Errorf("--resume %s: the saved run file's %s carried credentials in the URL (user:password@), which are never written, so the resumed run could not reach them; move them to recipe.api_key_env, recipe.headers or recipe.metrics_auth (read from the environment) for the next run, and run it afresh",
+			d.Path(), strings.Join(lost, ", "))
 	}
 	notes = append(notes, saved.Warnings...)
 	saved.Steps = rejudge(SweepPlan(saved.Config), saved)

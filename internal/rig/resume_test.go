@@ -13,6 +13,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/sweep"
+	"sigs.k8s.io/yaml"
 )
 
 // killedRun writes the run directory a run killed during its second step
@@ -149,5 +150,38 @@ func TestReadRunSkipsATornTail(t *testing.T) {
 	}
 	if _, err := ReadRun(d); err == nil || !strings.Contains(err.Error(), "records.jsonl:1") {
 		t.Errorf("a corrupt line mid-file: %v, want an error naming records.jsonl:1", err)
+	}
+}
+
+// TestResumeRefusesLostCredentials: a run whose metrics URL carried basic
+// auth in its user info saves it redacted ("redacted@"); resuming from it
+// would scrape without the password. It is refused before anything runs,
+// naming the field and where credentials belong, and the directory is left
+// as it was.
+func TestResumeRefusesLostCredentials(t *testing.T) {
+	cfg := config.Default()
+	cfg.Recipe.Endpoint, cfg.TimeScale = "http://127.0.0.1:9", 1
+	cfg.Recipe.Metrics = []string{"http://scraper:pw-1234@127.0.0.1:9/metrics"}
+	cfg.Recipe.Sim = config.SimSpec{}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(cfg.Redacted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := report.NewDir(t.TempDir(), "r", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFile("config.yaml", b); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = readResume(d)
+	if err == nil || !strings.Contains(err.Error(), "recipe.metrics[0]") || !strings.Contains(err.Error(), "metrics_auth") {
+		t.Fatalf("resume from a run file whose credentials were redacted: %v", err)
+	}
+	if after, _ := os.ReadFile(d.File("config.yaml")); !bytes.Equal(after, b) {
+		t.Error("the refused resume changed config.yaml")
 	}
 }
