@@ -75,7 +75,7 @@ func TestRedactedKeepsNoSecret(t *testing.T) {
 func TestRedactedParsesBack(t *testing.T) {
 	r := realEndpoint()
 	r.Recipe.Endpoint = "https://alice:endpoint-pw@gw.example"
-	r.Recipe.Metrics = []string{"https://scraper:metrics-pw@gw.example/metrics"}
+	// first judged through a Prometheus server, then on fixed metrics URLs
 	r.Recipe.Prometheus = &recipe.PrometheusSpec{URL: "https://p:prom-pw@prom.example", Selector: `{job="vllm"}`}
 	r.Recipe.Metrics = nil
 	for _, withMetrics := range []bool{false, true} {

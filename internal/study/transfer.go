@@ -181,7 +181,7 @@ func WriteTransferTable(w io.Writer, rows []TransferRow) error {
 		if r.Covered {
 			covered = "yes"
 		}
-		m := fmt.Sprintf("%.1f (%.1f-%.1f)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
+		var m string
 		switch {
 		case r.Measured.NotEstablished:
 			m = fmt.Sprintf("not established (%.1f-%.1f)", r.Measured.Lo, r.Measured.Hi)
@@ -189,6 +189,8 @@ func WriteTransferTable(w io.Writer, rows []TransferRow) error {
 			m = fmt.Sprintf(">= %.1f (every step held)", r.Measured.Sessions)
 		case r.Measured.HiOpen:
 			m = fmt.Sprintf("%.1f (%.1f->=%.1f: nothing above was measured)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
+		default:
+			m = fmt.Sprintf("%.1f (%.1f-%.1f)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
 		}
 		line := fmt.Sprintf("| %s | %.1f (%.1f-%.1f) | %s | %s | %s |", r.Case, r.Predicted, r.Lo, r.Hi, m, errText, covered)
 		if r.Note != "" {

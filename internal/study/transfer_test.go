@@ -60,11 +60,10 @@ func TestTransferStudy(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, rest, ok1 := strings.Cut(string(b), transferTableStart+"\n")
-	_, after, ok2 := strings.Cut(rest, transferTableEnd)
+	got, after, ok2 := strings.Cut(rest, transferTableEnd)
 	if !ok1 || !ok2 {
 		t.Fatalf("%s has no transfer table between %q and %q", doc, transferTableStart, transferTableEnd)
 	}
-	got, _, _ := strings.Cut(rest, transferTableEnd)
 	if got == table.String() {
 		return
 	}

@@ -277,9 +277,10 @@ func (st *Step) atLimit(windows []signal.Window, o Options) {
 // stalledWindows counts windows in which requests were waiting or running
 // (either gauge above zero in some scrape of the window) and none made
 // progress: no request completed, none got its first token and no token was
-// generated (counted, or observed as a per-token latency). Only the progress signals a window has are read; a window
-// without any of them cannot tell a stall from quiet and is not counted
-// (its missing histograms make latency no data by themselves).
+// generated (counted, or observed as a per-token latency). Only the progress
+// signals a window has are read; a window without any of them cannot tell a
+// stall from quiet and is not counted (its missing histograms make latency
+// no data by themselves).
 func stalledWindows(windows []signal.Window) int {
 	n := 0
 	for _, w := range windows {
