@@ -53,7 +53,13 @@ func mustRun(t *testing.T, cfg config.Run) (report.Summary, time.Duration) {
 // against the virtual [0.83, 2.7] s pass, yet passed at load 19: some wall
 // windows run slow for a reason not yet found (not simply host load). Both
 // clocks must still decide the 16-session step, which is far past the bar
-// on either.
+// on either. Its values need not agree: past the bar the queue grows
+// through the step, and how far it grows on the wall clock depends on the
+// host's own time, scaled x100 (a CI run read 16-session interactivity
+// [3.33, 5] tok/s virtual against [6.67, 10] wall, TTFT 38 s against 68 s,
+// both far past the bar). So intervals must overlap on a step either clock
+// did not fail, and on a step both failed no part may pass on one clock and
+// fail on the other.
 func TestVirtualAndWallClockAgree(t *testing.T) {
 	virt, vtook := mustRun(t, shortRun(t, config.Virtual))
 	wall, wtook := mustRun(t, shortRun(t, wallScale))
@@ -75,8 +81,12 @@ func TestVirtualAndWallClockAgree(t *testing.T) {
 				if vp.Name != wp.Name || vp.Name == "errors" {
 					continue
 				}
-				t.Logf("  %s: virtual %.3g [%.3g, %.3g], wall %.3g [%.3g, %.3g]", vp.Name, vp.Value.Center, vp.Value.Lo, vp.Value.Hi, wp.Value.Center, wp.Value.Lo, wp.Value.Hi)
-				if vp.Value.Hi < wp.Value.Lo || wp.Value.Hi < vp.Value.Lo {
+				t.Logf("  %s: virtual %s %.3g [%.3g, %.3g], wall %s %.3g [%.3g, %.3g]", vp.Name, vp.Verdict, vp.Value.Center, vp.Value.Lo, vp.Value.Hi, wp.Verdict, wp.Value.Center, wp.Value.Lo, wp.Value.Hi)
+				if contradict(vp.Verdict, wp.Verdict) {
+					t.Errorf("%d sessions %s: virtual %s, wall clock %s", v.Sessions, vp.Name, vp.Verdict, wp.Verdict)
+				}
+				bothFailed := v.Verdict == verdict.Fail && w.Verdict == verdict.Fail
+				if !bothFailed && (vp.Value.Hi < wp.Value.Lo || wp.Value.Hi < vp.Value.Lo) {
 					t.Errorf("%d sessions %s: virtual [%.3g, %.3g] and wall [%.3g, %.3g] do not overlap", v.Sessions, vp.Name, vp.Value.Lo, vp.Value.Hi, wp.Value.Lo, wp.Value.Hi)
 				}
 			}
