@@ -22,8 +22,9 @@ import (
 // scale whose 2.5% and 97.5% points are the interval's bounds), the curve is
 // refitted and crossed again, and the 2.5th and 97.5th percentiles of the
 // crossings are the bounds. A part at the engine's limit (verdict.Part's
-// AtLimit: the engine preempted) is placed on the bar, with a spread that
-// reaches its measured value. A step whose part read fail stays off the bar in
+// AtLimit: the engine preempted) or too close with its interval inside the
+// bar (a run the kill switch cut short) is placed on the bar, with a spread
+// that reaches its measured value. A step whose part read fail stays off the bar in
 // every draw (the verdict may rest on more than the interval: an open bucket
 // edge). A draw that misses at the first step is "below the first step" and
 // one that holds at the last is "not reached": nothing is extrapolated
@@ -107,10 +108,11 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 			floor := 1e-6
 			down := math.Max((c-best)/z, floor)
 			up := math.Max((worst-c)/z, floor)
-			if part.AtLimit && c < 0 {
-				// the engine preempted: the level is at its limit, so the
-				// fit places it on the bar, as likely beyond as within, with
-				// a spread that reaches the measured value at its best
+			if demoted(part, worst) && c < 0 {
+				// the engine preempted, or the kill switch cut the run short:
+				// the level is at its limit, so the fit places it on the
+				// bar, as likely beyond as within, with a spread that
+				// reaches the measured value at its best
 				down = math.Max(down, -best/z)
 				up = math.Max(up, down)
 				c = 0
@@ -142,6 +144,15 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 		i = j
 	}
 	return levels, end
+}
+
+// demoted reports whether a part reads too close for a reason its value
+// does not show: the engine preempted (AtLimit), or its interval (worst, its
+// worse bound in the fit's scale) lies within the bar and yet it is too
+// close, as judgeKilled leaves a part whose run the kill switch cut short.
+// Taken at its value, such a level would hold the bar in the fit.
+func demoted(part verdict.Part, worst float64) bool {
+	return part.AtLimit || part.Verdict == verdict.TooClose && worst < 0
 }
 
 // isotonic fits a non-decreasing sequence to d with weights w by pooling

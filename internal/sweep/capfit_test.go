@@ -174,3 +174,27 @@ func TestCapacityAtTheEngineLimit(t *testing.T) {
 		t.Errorf("at the engine's limit: capacity %s, want at most 12, an interval from between 8 and 11 reaching 12", after)
 	}
 }
+
+// TestCapacityCutShortStepIsOnTheBar: a step the kill switch cut short reads
+// too close on the part it watches though that part's data lie within the
+// bar (judgeKilled). The fit must not take those data as held: heavy-only
+// sweeps whose last step (8 sessions, true P90 TTFT 5.9 s against 5.3 s) was
+// killed with its pooled TTFT at 1.0 s (0.63-2.09) read ">= 8 sessions, the
+// ceiling not reached" and passed the target of 8. Placed on the bar, as an
+// engine at its limit is, the step bounds capacity from above and the
+// interval reaches below it.
+func TestCapacityCutShortStepIsOnTheBar(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	eight := step(8, [3]float64{1.0, 0.63, 2.09}, [3]float64{13.7, 13.3, 20})
+	eight.Judged = judgeKilled(eight.Judged, verdict.PartTTFT, "P90 TTFT of the last window 36.0s is past 4 times the bar", "the kill switch ended this step early", "")
+	if p, _ := eight.Judged.Part(verdict.PartTTFT); p.Verdict != verdict.TooClose || eight.Judged.Verdict != verdict.TooClose {
+		t.Fatalf("killed step reads %s (ttft %s), want too close", eight.Judged.Verdict, p.Verdict)
+	}
+	got := CapacityOf([]Point{step(4, [3]float64{0.66, 0.5, 0.78}, fast), eight})
+	if got.AtLeast || got.Lo >= 8 || got.Sessions > 8 {
+		t.Errorf("capacity %s (%+v): want at most 8 with an interval reaching below 8, not '>= 8'", got, got)
+	}
+	if tv := got.Target(8).Verdict; tv == verdict.Pass {
+		t.Errorf("target 8 reads %s on a killed step at 8, want not pass", tv)
+	}
+}
