@@ -507,7 +507,8 @@ func (g *Generator) prime(l *lane, s Session, marker uint64, play, i int) (Recor
 	if rec.Failed() {
 		g.priming.Failed++
 	}
-	if rec.Error == ErrTimeout {
+	if rec.Error == ErrTimeout && !g.stopped(l) {
+		// a stopped lane's priming joins no judged time, cold or not
 		g.priming.TimedOut++
 	}
 	g.priming.Last = max(g.priming.Last, ended)

@@ -321,8 +321,8 @@ func TestPrimingIsBoundedAndReported(t *testing.T) {
 	}
 	g.Stop(time.Second)
 	p := g.Priming()
-	if p.Started != 1 || p.Pending != 0 || p.Failed != 1 {
-		t.Errorf("priming %+v, want 1 started, 0 pending, 1 failed", p)
+	if p.Started != 1 || p.Pending != 0 || p.Failed != 1 || p.TimedOut != 1 {
+		t.Errorf("priming %+v, want 1 started, 0 pending, 1 failed, 1 timed out", p)
 	}
 	if p.Longest < 50*time.Millisecond || p.Last < p.Longest {
 		t.Errorf("priming took %v and ended at %v; it is bounded at 50ms, so it took at least that", p.Longest, p.Last)
@@ -333,6 +333,59 @@ func TestPrimingIsBoundedAndReported(t *testing.T) {
 	}
 	if recs[1].Failed() || recs[1].Turn != recs[0].Turn+1 {
 		t.Errorf("after the timed-out prime the lane must go on with the next turn: %+v", recs[1])
+	}
+}
+
+// TestStoppedLanePrimingIsNotLate: a lane stopped while its priming is in
+// flight finishes that request, and when it runs past PrimeTimeout the
+// lane joins no judged time: it must not count as timed out. It did, and
+// the sweep read it as a lane of the next step joining cold ("warm-up too
+// short: 2 lanes' priming timed out during step 6's warm-up" after a
+// left-out repeat of 12 heavy sessions), ending the run.
+func TestStoppedLanePrimingIsNotLate(t *testing.T) {
+	srv := sseServer(t, 2, func(w http.ResponseWriter, r *http.Request) bool {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.Contains(string(body), `"max_tokens":1,`) {
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	})
+	long := sessionOf("long", 50)
+	seed := uint64(0)
+	for ; ; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		rng.Perm(1)
+		if rng.IntN(50) > 0 {
+			break
+		}
+	}
+	clock, _ := timescale.New(1)
+	g := NewGenerator(Options{
+		Client: NewClient(srv.URL, "m"), Clock: clock,
+		Tiers: map[string][]Session{"light": {long}}, Mix: []TierShare{{"light", 1}},
+		ThinkTime: ThinkNone, Timeout: 5 * time.Second, PrimeTimeout: 100 * time.Millisecond,
+		Seed: seed, Sink: func(Record) {},
+	})
+	defer g.Stop(time.Second)
+	g.SetSessions(1)
+	wait := func(ok func(Priming) bool) Priming {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if p := g.Priming(); ok(p) {
+				return p
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("priming %+v: not reached in 10 s", g.Priming())
+		return Priming{}
+	}
+	wait(func(p Priming) bool { return p.Started == 1 })
+	g.SetSessions(0) // stopped with its priming in flight
+	p := wait(func(p Priming) bool { return p.Pending == 0 })
+	if p.TimedOut != 0 {
+		t.Errorf("priming %+v: a stopped lane's priming counted as timed out", p)
 	}
 }
 

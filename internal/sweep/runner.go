@@ -260,17 +260,31 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		}
 		// the steps either side of the crossing run again; each verdict then
 		// rests on both runs
-		repeated := true
+		repeated, unprimed := true, ""
 		for k, n := range []int{lo, hi} {
 			first := lastAt(res.Steps, n)
 			r.reserve = time.Duration(1-k) * (p.Warmup + p.Step)
+			stop := res.StopReason
 			if _, ok := run(n, first); !ok {
+				if errors.Is(runErr, ErrWarmupTooShort) && ctx.Err() == nil {
+					// the climb primed this step in its warm-up; a repeat
+					// ramped back from a drained engine that did not is
+					// left out, not the run: its first run's verdict stands
+					res.Warnings = append(res.Warnings, fmt.Sprintf("the repeat of %d sessions was not judged (%v): its first run's verdict stands", n, runErr))
+					res.StopReason, runErr, unprimed = stop, nil, fmt.Sprintf(" (%d sessions' repeat did not prime in its warm-up)", n)
+					continue
+				}
 				repeated = false // the stop reason says why
 				break
 			}
 		}
 		if repeated {
-			res.StopReason += "; the steps either side were repeated"
+			res.StopReason += "; the steps either side were repeated" + unprimed
+			if m, ok := r.settleBelow(ctx, res.Steps, lo, &res.Warnings); ok {
+				if _, ok := run(m, lastAt(res.Steps, m)); ok {
+					res.StopReason += fmt.Sprintf(", and %d sessions, below them, as no step had held", m)
+				}
+			}
 		}
 	}
 	res.Capacity = CapacityOf(Points(res.Steps))

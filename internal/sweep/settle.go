@@ -1,0 +1,55 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// settleBelow picks the step to run once more after the repeats either
+// side of the crossing when, pooled, no step at or below lo held: the
+// highest step below lo that read too close, most often a first step with
+// too few turns to clear the error bar (a heavy-only ladder: 0 errors in 89
+// turns of 4 sessions, Wilson 0-4.1% against 2%) that the climb left behind
+// when it went on to the crossing. Without it such a sweep ends "not
+// established, no step held the bar" though its first step is far within
+// the bar; pooled with its first run it is decided. It runs only when the
+// sweep's budget still holds it at its minimum length (with the ramp back
+// from a drained engine), so the plan's worst case does not change. It
+// stops the lanes and waits for the engine to drain first, as before the
+// repeats; a backlog left is a warning in warnings.
+func (r *Runner) settleBelow(ctx context.Context, steps []StepResult, lo int, warnings *[]string) (int, bool) {
+	pts := Points(steps)
+	m := 0
+	for _, p := range pts {
+		switch {
+		case p.Sessions > lo:
+		case p.Judged.Verdict == verdict.Pass:
+			return 0, false // a step held: the bracket stands
+		case p.Sessions < lo && p.Judged.Verdict == verdict.TooClose:
+			m = max(m, p.Sessions)
+		}
+	}
+	if m == 0 || ctx.Err() != nil {
+		return 0, false
+	}
+	r.Load.SetSessions(0)
+	if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
+		*warnings = append(*warnings, fmt.Sprintf("before %d sessions again: %s; it starts on a backlog", m, pf.Detail))
+	}
+	p := r.Plan
+	need := p.Warmup + p.Step
+	if len(p.Ladder) > 0 {
+		batch := max(p.Ladder[0], 1)
+		need += time.Duration((m-1)/batch) * p.Warmup // the ramp back, as step does
+	}
+	if r.deadline > 0 && r.Clock.Now()+need > r.deadline {
+		*warnings = append(*warnings, fmt.Sprintf("no step held the bar, and the GPU window has no room left to run %d sessions again", m))
+		return 0, false
+	}
+	r.reserve = 0
+	reseed(r.Load, 2) // fresh plays again, as for the repeats
+	return m, true
+}

@@ -1,0 +1,100 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/verdict"
+)
+
+// TestNoStepHeldRunsTheLowerStepAgain: TTFT = sessions x 1.8 s puts 3 and 4
+// sessions in the bucket (5, 7.5] that straddles the 5.3 s bar (too close)
+// and 5 past it (fail). The repeats either side of the crossing (4 and 5)
+// leave no step that held; the sweep then runs the highest too-close step
+// below them (3) once more, pooled with its first run, where before it
+// stopped and the run read "not established" on a first step it had not
+// tried to settle. With no room left in the sweep's budget it says so and
+// runs nothing.
+func TestNoStepHeldRunsTheLowerStepAgain(t *testing.T) {
+	ran := func(budget time.Duration) string {
+		var got []int
+		synctest.Test(t, func(t *testing.T) {
+			r, _ := newRunner(t, []int{3, 4, 5}, 1.8)
+			r.Plan.Repeat, r.Plan.Budget = true, budget
+			res, err := r.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range res.Steps {
+				got = append(got, s.Sessions)
+				if s.Judged.Verdict == verdict.Pass {
+					t.Errorf("step %d (%d sessions) passed; the fake engine puts every step in or past the bar's bucket", s.Index, s.Sessions)
+				}
+			}
+			if last := res.Steps[len(res.Steps)-1]; budget == 0 && (last.RepeatOf != res.Steps[0].Index || last.Windows != 2*res.Steps[0].Windows) {
+				t.Errorf("the step below: repeat_of %d, %d windows; want step %d and both runs' %d windows", last.RepeatOf, last.Windows, res.Steps[0].Index, 2*res.Steps[0].Windows)
+			}
+			if said := strings.Contains(res.StopReason, "3 sessions, below them"); said != (budget == 0) {
+				t.Errorf("budget %v: stop reason %q", budget, res.StopReason)
+			}
+			ranOut := false
+			for _, w := range res.Warnings {
+				ranOut = ranOut || strings.Contains(w, "no room left to run 3 sessions again")
+			}
+			if ranOut != (budget > 0) {
+				t.Errorf("budget %v: warnings %q", budget, res.Warnings)
+			}
+		})
+		return fmt.Sprint(got)
+	}
+	if got := ran(0); got != "[3 4 5 4 5 3]" {
+		t.Errorf("steps ran at %s, want 3 4 5, the repeats 4 5, then 3 again", got)
+	}
+	if got := ran(time.Second); got != "[3 4 5 4 5]" {
+		t.Errorf("with no room in the budget: steps ran at %s, want 3 4 5 4 5", got)
+	}
+}
+
+// TestUnprimedRepeatDoesNotEndTheRun: heavy-only sweeps whose repeat of the
+// step that missed (12 sessions, ramped back from a drained engine) still
+// had lanes priming when its judged time began stopped there with a rig
+// error, "warm-up too short", four judged steps thrown away and the run
+// "not established". The climb had primed that step; the repeat is left
+// out with a warning, its first run's verdict stands, and the sweep goes on.
+func TestUnprimedRepeatDoesNotEndTheRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, fl := newRunner(t, []int{3, 4, 5}, 1.8)
+		r.Plan.Repeat = true
+		r.OnStepStart = func(i, n int) {
+			fl.mu.Lock()
+			defer fl.mu.Unlock()
+			fl.priming = load.Priming{}
+			if i == 4 { // the repeat of 5 sessions
+				fl.priming = load.Priming{Started: 5, Pending: 2, Longest: 40 * time.Second}
+			}
+		}
+		res, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatalf("run: %v; want the unprimed repeat left out, not the run", err)
+		}
+		var got []int
+		for _, s := range res.Steps {
+			got = append(got, s.Sessions)
+		}
+		if fmt.Sprint(got) != "[3 4 5 4 3]" {
+			t.Errorf("steps %v, want 3 4 5, the repeat of 4, then 3 again (the repeat of 5 left out)", got)
+		}
+		left := false
+		for _, w := range res.Warnings {
+			left = left || strings.Contains(w, "the repeat of 5 sessions was not judged")
+		}
+		if !left || !strings.Contains(res.StopReason, "did not prime") {
+			t.Errorf("stop reason %q, warnings %q: want the left-out repeat named", res.StopReason, res.Warnings)
+		}
+	})
+}
