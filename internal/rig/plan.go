@@ -190,7 +190,7 @@ func MakePlan(cfg config.Run) (Plan, error) {
 	what := fmt.Sprintf("%d steps of %.0fs warm-up + %.0fs judged, stopping at the first that fails", len(sw.Ladder), sw.WarmupS, sw.StepS)
 	if sw.RepeatCrossing() && len(sw.Ladder) > 1 {
 		sweepMin += 2 * stepMin
-		what += ", then the 2 steps either side of the crossing again"
+		what += ", then the 2 steps either side of the crossing again (and, when none held, the highest too-close step below them, only if the window still has room)"
 	}
 	rollback, rollbackWhat := 0.0, "deploy: none (the endpoint is already serving): nothing to roll back"
 	if cfg.Recipe.Deploy.Type != "" && cfg.Recipe.Deploy.Type != recipe.DeployNone {

@@ -127,6 +127,14 @@ func CapacityOf(points []Point) Capacity {
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].Sessions < pts[j].Sessions })
 	c.Bracket = BracketOf(pts)
 	if c.Bracket[0] > 0 {
+		if b := float64(c.Bracket[1]); b > 0 && !c.AtLeast && !c.HiOpen && c.Hi < b {
+			// the fit interpolates in the gap between the step that held
+			// and the one that missed, in the log of each part's value; a
+			// part that jumps there (an engine tipping into overload)
+			// crosses later than that says, and no step inside the gap
+			// shows where: the upper bound is the step that missed
+			c.Hi = b
+		}
 		return c
 	}
 	// no step held the bar: nothing was established, whatever a fit says

@@ -23,8 +23,8 @@ func TestCapacityFromEveryStep(t *testing.T) {
 		step(12, [3]float64{4.0, 3.5, 4.6}, fast),
 		step(16, [3]float64{9, 8, 10}, fast), // fail
 	})
-	if got.Lo < 12 || got.Sessions <= 12 || got.Hi >= 16 || got.LimitedBy != verdict.PartTTFT {
-		t.Errorf("capacity %s: want the interval between 12 (held) and 16 (failed), limited by ttft", got)
+	if got.Lo < 12 || got.Sessions <= 12 || got.Sessions >= 16 || got.Hi != 16 || got.LimitedBy != verdict.PartTTFT {
+		t.Errorf("capacity %s: want it between 12 (held) and 16 (failed), the interval up to 16, limited by ttft", got)
 	}
 	if got.Bracket != [2]int{12, 16} || !strings.Contains(got.String(), "ladder: 12 held, 16 missed") {
 		t.Errorf("bracket %v in %q, want 12 held, 16 missed", got.Bracket, got)
@@ -196,5 +196,25 @@ func TestCapacityCutShortStepIsOnTheBar(t *testing.T) {
 	}
 	if tv := got.Target(8).Verdict; tv == verdict.Pass {
 		t.Errorf("target 8 reads %s on a killed step at 8, want not pass", tv)
+	}
+}
+
+// TestCapacityUpperBoundIsTheStepThatMissed: an engine that tips into
+// overload between two steps (heavy-only: P90 TTFT 0.85 s at 7 sessions,
+// 5.9 s at 8, truth 7.79) crosses late in the gap, later than the fit's
+// interpolation in the log of TTFT says. Its interval ended near 6.4 when
+// the step at 8 failed, and 2 of 20 study runs' intervals lay below the
+// truth. The upper bound is the step that missed.
+func TestCapacityUpperBoundIsTheStepThatMissed(t *testing.T) {
+	fast := [3]float64{20, 18, 22}
+	got := CapacityOf([]Point{
+		step(4, [3]float64{0.7, 0.6, 0.8}, fast),
+		step(8, [3]float64{40, 30, 60}, fast), // fail
+	})
+	if got.Hi != 8 || got.HiOpen || got.Lo > 6 || got.Sessions >= 8 {
+		t.Errorf("capacity %s (%+v): want the interpolated crossing, its interval up to 8, closed", got, got)
+	}
+	if got.Lo > 7.79 || got.Hi < 7.79 {
+		t.Errorf("capacity %s: the interval misses the study's truth 7.79", got)
 	}
 }
