@@ -185,3 +185,19 @@ func TestCalibrateRecoversAHiddenProfile(t *testing.T) {
 	}
 	t.Logf("wall %.1f s", time.Since(start).Seconds())
 }
+
+// TestStepWithin: a predicted P90 counts as within when it lies in the
+// measured step's interval, ends included; a step without an interval on
+// either side counts for neither.
+func TestStepWithin(t *testing.T) {
+	nan := math.NaN()
+	s := StepComparison{PredictedTTFT: 4.26, MeasuredTTFTLo: 2.0, MeasuredTTFTHi: 3.1,
+		PredictedInteractivity: 40, MeasuredInteractivityLo: 40, MeasuredInteractivityHi: 45}
+	if ttft, inter, tk, ik := s.Within(); ttft || !inter || !tk || !ik {
+		t.Errorf("within ttft %v inter %v (known %v %v), want ttft outside, interactivity inside at its end, both known", ttft, inter, tk, ik)
+	}
+	s.PredictedTTFT, s.MeasuredInteractivityLo = nan, nan
+	if _, _, tk, ik := s.Within(); tk || ik {
+		t.Errorf("known %v %v, want neither when a value or an interval end is missing", tk, ik)
+	}
+}

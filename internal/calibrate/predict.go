@@ -79,8 +79,11 @@ type StepComparison struct {
 	Sessions                                      int
 	MeasuredTTFT, PredictedTTFT                   float64
 	MeasuredInteractivity, PredictedInteractivity float64
-	MeasuredCacheHit, PredictedCacheHit           float64
-	MeasuredVerdict, PredictedVerdict             string
+	// the measured P90s' 95% intervals (NaN where the step had none)
+	MeasuredTTFTLo, MeasuredTTFTHi                   float64
+	MeasuredInteractivityLo, MeasuredInteractivityHi float64
+	MeasuredCacheHit, PredictedCacheHit              float64
+	MeasuredVerdict, PredictedVerdict                string
 }
 
 // Comparison is a measured run beside its prediction.
@@ -166,10 +169,14 @@ func compareSteps(measured, predicted []report.Step) []StepComparison {
 	}
 	var out []StepComparison
 	for n, p := range by {
-		s := StepComparison{Sessions: n, MeasuredTTFT: math.NaN(), PredictedTTFT: math.NaN(), MeasuredInteractivity: math.NaN(),
-			PredictedInteractivity: math.NaN(), MeasuredCacheHit: math.NaN(), PredictedCacheHit: math.NaN()}
+		nan := math.NaN()
+		s := StepComparison{Sessions: n, MeasuredTTFT: nan, PredictedTTFT: nan, MeasuredInteractivity: nan,
+			PredictedInteractivity: nan, MeasuredCacheHit: nan, PredictedCacheHit: nan,
+			MeasuredTTFTLo: nan, MeasuredTTFTHi: nan, MeasuredInteractivityLo: nan, MeasuredInteractivityHi: nan}
 		if p.m != nil {
 			s.MeasuredTTFT, s.MeasuredInteractivity = p.m.TTFTP90.Center, p.m.InteractivityP90.Center
+			s.MeasuredTTFTLo, s.MeasuredTTFTHi = p.m.TTFTP90.Lo, p.m.TTFTP90.Hi
+			s.MeasuredInteractivityLo, s.MeasuredInteractivityHi = p.m.InteractivityP90.Lo, p.m.InteractivityP90.Hi
 			s.MeasuredCacheHit, s.MeasuredVerdict = cacheHit(p.m.Tokens), string(p.m.Verdict)
 		}
 		if p.p != nil {
@@ -180,6 +187,22 @@ func compareSteps(measured, predicted []report.Step) []StepComparison {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Sessions < out[j].Sessions })
 	return out
+}
+
+// Within reports, for TTFT and interactivity, whether the predicted P90
+// lies inside the measured step's 95% interval, and whether both exist to
+// say so (a step either run did not judge, or judged without a value,
+// counts for neither).
+func (s StepComparison) Within() (ttft, inter, ttftKnown, interKnown bool) {
+	in := func(v, lo, hi float64) (bool, bool) {
+		if math.IsNaN(v) || math.IsNaN(lo) || math.IsNaN(hi) {
+			return false, false
+		}
+		return v >= lo && v <= hi, true
+	}
+	ttft, ttftKnown = in(s.PredictedTTFT, s.MeasuredTTFTLo, s.MeasuredTTFTHi)
+	inter, interKnown = in(s.PredictedInteractivity, s.MeasuredInteractivityLo, s.MeasuredInteractivityHi)
+	return
 }
 
 func cacheHit(t sweep.Tokens) float64 {

@@ -41,7 +41,12 @@ type TransferRow struct {
 	StepSize   float64        `json:"step_size"`
 	ErrorSteps float64        `json:"error_steps"` // predicted minus measured, in ladder steps
 	Covered    bool           `json:"covered"`
-	Note       string         `json:"note,omitempty"`
+	// TTFTWithin and InteractivityWithin count the measured steps whose
+	// predicted P90 (on the fitted profile itself) lies inside the step's
+	// measured 95% interval, of those both runs judged with a value.
+	TTFTWithin          [2]int `json:"ttft_within"`
+	InteractivityWithin [2]int `json:"interactivity_within"`
+	Note                string `json:"note,omitempty"`
 }
 
 // LoadTransferCases reads a cases file (YAML: a list of TransferCase) and
@@ -137,6 +142,11 @@ func transferCase(ctx context.Context, c TransferCase, out string, run calibrate
 		row.Lo, row.Hi = math.Min(row.Lo, k.Lo), math.Max(row.Hi, k.Hi)
 	}
 	row.ErrorSteps = cmp.CapacitySteps()
+	for _, st := range cmp.Steps {
+		t, in, tk, ik := st.Within()
+		row.TTFTWithin = count(row.TTFTWithin, t, tk)
+		row.InteractivityWithin = count(row.InteractivityWithin, in, ik)
+	}
 	m := row.Measured.Sessions
 	// an interval from a prediction that established nothing (0 to the
 	// first step that missed) covers by saying nothing
@@ -158,6 +168,17 @@ func transferCase(ctx context.Context, c TransferCase, out string, run calibrate
 	return row, nil
 }
 
+// count adds one judged comparison (known) to a within/of pair.
+func count(c [2]int, within, known bool) [2]int {
+	if known {
+		c[1]++
+		if within {
+			c[0]++
+		}
+	}
+	return c
+}
+
 func safeName(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
@@ -170,8 +191,8 @@ func safeName(s string) string {
 // WriteTransferTable writes the rows as a Markdown table: case, predicted
 // (with its interval), measured, error in ladder steps, covered.
 func WriteTransferTable(w io.Writer, rows []TransferRow) error {
-	fmt.Fprintln(w, "| case | predicted (interval with the fit's uncertainty) | measured (95% interval) | error | covered |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, "| case | predicted (interval with the fit's uncertainty) | measured (95% interval) | error | covered | steps whose predicted P90 lies in the measured interval: TTFT, tok/s |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range rows {
 		errText := "-"
 		if !math.IsNaN(r.ErrorSteps) {
@@ -192,10 +213,11 @@ func WriteTransferTable(w io.Writer, rows []TransferRow) error {
 		default:
 			m = fmt.Sprintf("%.1f (%.1f-%.1f)", r.Measured.Sessions, r.Measured.Lo, r.Measured.Hi)
 		}
-		line := fmt.Sprintf("| %s | %.1f (%.1f-%.1f) | %s | %s | %s |", r.Case, r.Predicted, r.Lo, r.Hi, m, errText, covered)
 		if r.Note != "" {
-			line = strings.TrimSuffix(line, " |") + " (" + r.Note + ") |"
+			covered += " (" + r.Note + ")"
 		}
+		line := fmt.Sprintf("| %s | %.1f (%.1f-%.1f) | %s | %s | %s | %d of %d, %d of %d |", r.Case, r.Predicted, r.Lo, r.Hi, m, errText, covered,
+			r.TTFTWithin[0], r.TTFTWithin[1], r.InteractivityWithin[0], r.InteractivityWithin[1])
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
