@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -282,8 +283,11 @@ func TestSubagentsRunInParallelInsideTheirLane(t *testing.T) {
 	t.Logf("peak in flight for the light tier, sampled: %d", peakTier)
 }
 
-func TestPrimingIsBoundedAndReported(t *testing.T) {
-	// The server never answers a priming request (max_tokens 1).
+// neverPrimes is a server that never answers a priming request (max_tokens
+// 1), and a seed whose first play of a 50-turn session starts past its
+// first turn, so the lane primes.
+func neverPrimes(t *testing.T) (*httptest.Server, uint64) {
+	t.Helper()
 	srv := sseServer(t, 2, func(w http.ResponseWriter, r *http.Request) bool {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -293,16 +297,19 @@ func TestPrimingIsBoundedAndReported(t *testing.T) {
 		}
 		return false
 	})
-	long := sessionOf("long", 50)
-	// pick a seed whose first play starts past the first turn, so it primes
 	seed := uint64(0)
 	for ; ; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		rng.Perm(1)
 		if rng.IntN(50) > 0 {
-			break
+			return srv, seed
 		}
 	}
+}
+
+func TestPrimingIsBoundedAndReported(t *testing.T) {
+	srv, seed := neverPrimes(t)
+	long := sessionOf("long", 50)
 	clock, _ := timescale.New(1)
 	col := &collector{}
 	g := NewGenerator(Options{
@@ -343,24 +350,8 @@ func TestPrimingIsBoundedAndReported(t *testing.T) {
 // short: 2 lanes' priming timed out during step 6's warm-up" after a
 // left-out repeat of 12 heavy sessions), ending the run.
 func TestStoppedLanePrimingIsNotLate(t *testing.T) {
-	srv := sseServer(t, 2, func(w http.ResponseWriter, r *http.Request) bool {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		if strings.Contains(string(body), `"max_tokens":1,`) {
-			<-r.Context().Done()
-			return true
-		}
-		return false
-	})
+	srv, seed := neverPrimes(t)
 	long := sessionOf("long", 50)
-	seed := uint64(0)
-	for ; ; seed++ {
-		rng := rand.New(rand.NewPCG(seed, 1))
-		rng.Perm(1)
-		if rng.IntN(50) > 0 {
-			break
-		}
-	}
 	clock, _ := timescale.New(1)
 	g := NewGenerator(Options{
 		Client: NewClient(srv.URL, "m"), Clock: clock,
