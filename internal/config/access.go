@@ -111,6 +111,23 @@ func (r Run) RedactedCredentials() []string {
 	return out
 }
 
+// RedactedNotify names the notify targets of a run file read back from a
+// run directory that were redacted when it was written: a webhook, whose
+// path is its secret, and a GitHub API URL that carried user info. A run
+// resumed from it would post to a URL that is not the one it was given.
+func (r Run) RedactedNotify() []string {
+	var out []string
+	if u, err := url.Parse(r.Notify.Webhook); err == nil && r.Notify.Webhook != "" && u.Path == "/"+transport.Redacted {
+		out = append(out, "notify.webhook")
+	}
+	if g := r.Notify.GitHub; g != nil {
+		if u, err := url.Parse(g.API); err == nil && u.User != nil && u.User.Username() == transport.RedactedUser {
+			out = append(out, "notify.github.api")
+		}
+	}
+	return out
+}
+
 func redactURLs(us []string) []string {
 	if us == nil {
 		return nil

@@ -185,3 +185,44 @@ func TestResumeRefusesLostCredentials(t *testing.T) {
 		t.Error("the refused resume changed config.yaml")
 	}
 }
+
+// TestResumeDropsRedactedNotify: config.yaml keeps a webhook as
+// scheme://host/[redacted] (its path is the secret) and a GitHub API URL's
+// user info as "redacted". A resumed run posted to those URLs, which are
+// not the ones it was given; it now resumes without them and says so.
+func TestResumeDropsRedactedNotify(t *testing.T) {
+	cfg := config.Default()
+	cfg.Notify.Webhook = "https://hooks.example.com/services/T000/B000/s3cret"
+	cfg.Notify.GitHub = &config.GitHub{API: "https://bot:pw-1234@github.example.com/api/v3", Repo: "o/r", PR: 1, TokenEnv: "GH_TOKEN"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	saved := cfg.Redacted()
+	if got := saved.RedactedNotify(); strings.Join(got, ",") != "notify.webhook,notify.github.api" {
+		t.Fatalf("redacted notify targets %v, want the webhook and the GitHub API", got)
+	}
+	if got := cfg.RedactedNotify(); len(got) != 0 {
+		t.Errorf("a run file as given reads %v redacted, want none", got)
+	}
+	b, err := yaml.Marshal(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := report.NewDir(t.TempDir(), "r", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFile("config.yaml", b); err != nil {
+		t.Fatal(err)
+	}
+	got, notes, err := readResume(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Config.Notify.Webhook != "" || got.Config.Notify.GitHub != nil {
+		t.Errorf("resumed notify %+v: want the redacted targets dropped", got.Config.Notify)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "notify.webhook, notify.github.api") {
+		t.Errorf("notes %q: want the dropped targets named", notes)
+	}
+}
