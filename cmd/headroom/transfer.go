@@ -5,12 +5,12 @@ import (
 	"io"
 	"os"
 
-	"github.com/headroom-bench/headroom/internal/study"
+	"github.com/headroom-bench/headroom/internal/transfer"
 	"github.com/spf13/cobra"
 )
 
 // transferFixtures is the transfer study's cases file in the repository.
-const transferFixtures = "internal/study/testdata/transfer/cases.yaml"
+const transferFixtures = "internal/transfer/testdata/cases/cases.yaml"
 
 func transferCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
@@ -37,7 +37,7 @@ how they were made.`,
   headroom sim study transfer --cases my-cases.yaml --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cs, err := study.LoadTransferCases(cases)
+			cs, err := transfer.LoadCases(cases)
 			if err != nil {
 				return err
 			}
@@ -48,14 +48,14 @@ how they were made.`,
 				}
 			}
 			fmt.Fprintf(stderr, "transfer: %d cases, predicted runs under %s\n", len(cs), d)
-			rows, err := study.Transfer(cmd.Context(), cs, d, predictRunner(predictScale))
+			rows, err := transfer.Measure(cmd.Context(), cs, d, predictRunner(predictScale))
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(stdout, rows)
 			}
-			return study.WriteTransferTable(stdout, rows)
+			return transfer.WriteTable(stdout, rows)
 		},
 	}
 	cmd.Flags().StringVar(&cases, "cases", transferFixtures, "the cases file (YAML: name, calibrate: [run dirs], measured: run dir; paths relative to it)")

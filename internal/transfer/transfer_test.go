@@ -1,4 +1,4 @@
-package study
+package transfer
 
 import (
 	"context"
@@ -9,17 +9,18 @@ import (
 	"testing"
 
 	"github.com/headroom-bench/headroom/internal/calibrate"
+	"github.com/headroom-bench/headroom/internal/study"
 )
 
 // The transfer table in docs/simulator.md sits between these lines.
 const (
-	transferTableStart = "<!-- transfer table: go test ./internal/study -run TestTransferStudy -->"
+	transferTableStart = "<!-- transfer table: go test ./internal/transfer -run TestTransferStudy -->"
 	transferTableEnd   = "<!-- end of transfer table -->"
 )
 
 // TestTransferStudy is the fast form of `headroom sim study transfer`: it
 // fits and predicts every case recorded from llm-d-inference-sim
-// (testdata/transfer, docs/simulator.md says how the runs were made) on the
+// (testdata/cases, docs/simulator.md says how the runs were made) on the
 // virtual clock. It fails when a case marked gate is more than one ladder
 // step off or its interval misses the measured capacity, and when the table
 // in docs/simulator.md is not the one the study writes on this tree (the
@@ -29,16 +30,16 @@ func TestTransferStudy(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fits and predicts the recorded llm-d runs on the virtual clock (about a minute of CPU)")
 	}
-	cases, err := LoadTransferCases(filepath.Join("testdata", "transfer", "cases.yaml"))
+	cases, err := LoadCases(filepath.Join("testdata", "cases", "cases.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := Transfer(context.Background(), cases, t.TempDir(), calibrate.Runner(Virtual(t.TempDir())))
+	rows, err := Measure(context.Background(), cases, t.TempDir(), calibrate.Runner(study.Virtual(t.TempDir())))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var table strings.Builder
-	if err := WriteTransferTable(&table, rows); err != nil {
+	if err := WriteTable(&table, rows); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("the study's table:\n%s", table.String())

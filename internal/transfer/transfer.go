@@ -1,4 +1,8 @@
-package study
+// Package transfer is the transfer study: a profile fitted to recorded runs
+// of a server that is not ours predicts other recorded runs on it (another
+// workload, ladder or engine setting), and the study says how close each
+// prediction comes (`headroom sim study transfer`).
+package transfer
 
 import (
 	"context"
@@ -15,9 +19,9 @@ import (
 	"github.com/headroom-bench/headroom/internal/sweep"
 )
 
-// TransferCase is one prediction of the transfer study: a profile fitted
+// Case is one prediction of the transfer study: a profile fitted
 // to the Calibrate run directories predicts the Measured one's recipe.
-type TransferCase struct {
+type Case struct {
 	Name      string   `json:"name"`
 	Calibrate []string `json:"calibrate"` // run directories, relative to the cases file
 	Measured  string   `json:"measured"`
@@ -28,11 +32,11 @@ type TransferCase struct {
 	Gate bool `json:"gate,omitempty"`
 }
 
-// TransferRow is a case's outcome: the capacity predicted on the fitted
+// Row is a case's outcome: the capacity predicted on the fitted
 // profile with its interval widened by the fit's own uncertainty (the
 // predictions on the profile moved 1.96 standard errors slower and
 // faster), against the one measured.
-type TransferRow struct {
+type Row struct {
 	Case       string         `json:"case"`
 	Predicted  float64        `json:"predicted"`
 	Lo         float64        `json:"lo"`
@@ -49,14 +53,14 @@ type TransferRow struct {
 	Note                string `json:"note,omitempty"`
 }
 
-// LoadTransferCases reads a cases file (YAML: a list of TransferCase) and
+// LoadCases reads a cases file (YAML: a list of Case) and
 // makes its run directories absolute.
-func LoadTransferCases(path string) ([]TransferCase, error) {
+func LoadCases(path string) ([]Case, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("transfer cases: %w", err)
 	}
-	var cs []TransferCase
+	var cs []Case
 	if err := yaml.UnmarshalStrict(b, &cs); err != nil {
 		return nil, fmt.Errorf("transfer cases %s: %w", path, err)
 	}
@@ -74,10 +78,10 @@ func LoadTransferCases(path string) ([]TransferCase, error) {
 	return cs, nil
 }
 
-// Transfer fits and predicts every case, the predicted runs' directories
+// Measure fits and predicts every case, the predicted runs' directories
 // under out.
-func Transfer(ctx context.Context, cases []TransferCase, out string, run calibrate.Runner) ([]TransferRow, error) {
-	var rows []TransferRow
+func Measure(ctx context.Context, cases []Case, out string, run calibrate.Runner) ([]Row, error) {
+	var rows []Row
 	for _, c := range cases {
 		r, err := transferCase(ctx, c, out, run)
 		if err != nil {
@@ -88,8 +92,8 @@ func Transfer(ctx context.Context, cases []TransferCase, out string, run calibra
 	return rows, nil
 }
 
-func transferCase(ctx context.Context, c TransferCase, out string, run calibrate.Runner) (TransferRow, error) {
-	row := TransferRow{Case: c.Name}
+func transferCase(ctx context.Context, c Case, out string, run calibrate.Runner) (Row, error) {
+	row := Row{Case: c.Name}
 	var runs []calibrate.Run
 	for _, d := range c.Calibrate {
 		r, err := calibrate.Load(d)
@@ -188,9 +192,9 @@ func safeName(s string) string {
 	}, s)
 }
 
-// WriteTransferTable writes the rows as a Markdown table: case, predicted
+// WriteTable writes the rows as a Markdown table: case, predicted
 // (with its interval), measured, error in ladder steps, covered.
-func WriteTransferTable(w io.Writer, rows []TransferRow) error {
+func WriteTable(w io.Writer, rows []Row) error {
 	fmt.Fprintln(w, "| case | predicted (interval with the fit's uncertainty) | measured (95% interval) | error | covered | steps whose predicted P90 lies in the measured interval: TTFT, tok/s |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, r := range rows {
