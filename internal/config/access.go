@@ -111,21 +111,22 @@ func (r Run) RedactedCredentials() []string {
 	return out
 }
 
-// RedactedNotify names the notify targets of a run file read back from a
-// run directory that were redacted when it was written: a webhook, whose
-// path is its secret, and a GitHub API URL that carried user info. A run
-// resumed from it would post to a URL that is not the one it was given.
-func (r Run) RedactedNotify() []string {
-	var out []string
+// WithoutRedactedNotify is r without the notify targets that were redacted
+// when a run directory's run file was written, and their fields' names: a
+// webhook, whose path is its secret, and a GitHub API URL that carried
+// user info. A run resumed with them would post to a URL that is not the
+// one it was given.
+func (r Run) WithoutRedactedNotify() (Run, []string) {
+	var dropped []string
 	if u, err := url.Parse(r.Notify.Webhook); err == nil && r.Notify.Webhook != "" && u.Path == "/"+transport.Redacted {
-		out = append(out, "notify.webhook")
+		r.Notify.Webhook, dropped = "", append(dropped, "notify.webhook")
 	}
 	if g := r.Notify.GitHub; g != nil {
 		if u, err := url.Parse(g.API); err == nil && u.User != nil && u.User.Username() == transport.RedactedUser {
-			out = append(out, "notify.github.api")
+			r.Notify.GitHub, dropped = nil, append(dropped, "notify.github.api")
 		}
 	}
-	return out
+	return r, dropped
 }
 
 func redactURLs(us []string) []string {

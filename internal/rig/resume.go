@@ -148,17 +148,10 @@ func readResume(d *report.Dir) (Saved, []string, error) {
 		return saved, notes, fmt.Errorf("--resume %s: the saved run file's %s carried credentials in the URL (user:password@), which are never written, so the resumed run could not reach them; move them to recipe.api_key_env, recipe.headers or recipe.metrics_auth (read from the environment) for the next run, and run it afresh",
 			d.Path(), strings.Join(lost, ", "))
 	}
-	if lost := saved.Config.RedactedNotify(); len(lost) > 0 {
-		// the measurement does not need them: resume without posting
-		// to a URL the first run was not given
-		for _, f := range lost {
-			switch f {
-			case "notify.webhook":
-				saved.Config.Notify.Webhook = ""
-			case "notify.github.api":
-				saved.Config.Notify.GitHub = nil
-			}
-		}
+	// the measurement does not need them: resume without posting to a URL
+	// the first run was not given
+	var lost []string
+	if saved.Config, lost = saved.Config.WithoutRedactedNotify(); len(lost) > 0 {
 		notes = append(notes, fmt.Sprintf("the saved run file's %s was redacted when it was written (a webhook's path, or user info in the URL, is its secret), so the resumed run does not post there; pass it again in a fresh run", strings.Join(lost, ", ")))
 	}
 	notes = append(notes, saved.Warnings...)

@@ -166,18 +166,8 @@ func TestResumeRefusesLostCredentials(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := yaml.Marshal(cfg.Redacted())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := report.NewDir(t.TempDir(), "r", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.WriteFile("config.yaml", b); err != nil {
-		t.Fatal(err)
-	}
-	_, _, err = readResume(d)
+	d, b := savedRunFile(t, cfg.Redacted())
+	_, _, err := readResume(d)
 	if err == nil || !strings.Contains(err.Error(), "recipe.metrics[0]") || !strings.Contains(err.Error(), "metrics_auth") {
 		t.Fatalf("resume from a run file whose credentials were redacted: %v", err)
 	}
@@ -198,23 +188,13 @@ func TestResumeDropsRedactedNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	saved := cfg.Redacted()
-	if got := saved.RedactedNotify(); strings.Join(got, ",") != "notify.webhook,notify.github.api" {
+	if _, got := saved.WithoutRedactedNotify(); strings.Join(got, ",") != "notify.webhook,notify.github.api" {
 		t.Fatalf("redacted notify targets %v, want the webhook and the GitHub API", got)
 	}
-	if got := cfg.RedactedNotify(); len(got) != 0 {
-		t.Errorf("a run file as given reads %v redacted, want none", got)
+	if kept, got := cfg.WithoutRedactedNotify(); len(got) != 0 || kept.Notify.Webhook != cfg.Notify.Webhook || kept.Notify.GitHub != cfg.Notify.GitHub {
+		t.Errorf("a run file as given reads %v redacted (notify %+v), want none dropped", got, kept.Notify)
 	}
-	b, err := yaml.Marshal(saved)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := report.NewDir(t.TempDir(), "r", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.WriteFile("config.yaml", b); err != nil {
-		t.Fatal(err)
-	}
+	d, _ := savedRunFile(t, saved)
 	got, notes, err := readResume(d)
 	if err != nil {
 		t.Fatal(err)
@@ -225,4 +205,22 @@ func TestResumeDropsRedactedNotify(t *testing.T) {
 	if !strings.Contains(strings.Join(notes, "\n"), "notify.webhook, notify.github.api") {
 		t.Errorf("notes %q: want the dropped targets named", notes)
 	}
+}
+
+// savedRunFile writes cfg as a run directory's config.yaml, as a run does,
+// and returns the directory and the bytes written.
+func savedRunFile(t *testing.T, cfg config.Run) (*report.Dir, []byte) {
+	t.Helper()
+	b, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := report.NewDir(t.TempDir(), "r", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WriteFile("config.yaml", b); err != nil {
+		t.Fatal(err)
+	}
+	return d, b
 }

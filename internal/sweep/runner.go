@@ -220,8 +220,7 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 			// bisecting down from a step that missed: as before a repeat, the
 			// lower step must not inherit the missed step's backlog
 			// (and, as a repeat does, brings its lanes back in batches)
-			r.Load.SetSessions(0)
-			if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
+			if pf := r.drain(ctx); !pf.Idle {
 				res.Warnings = append(res.Warnings, fmt.Sprintf("before %d sessions, after %d missed: %s; it starts on a backlog", n, missedAt, pf.Detail))
 			}
 			r.ramp = true
@@ -253,9 +252,8 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 	if p.Repeat && crossed > 0 && runErr == nil && ctx.Err() == nil {
 		// a repeat must not inherit the backlog of the step that missed:
 		// stop the lanes and let the engine drain before climbing again
-		r.Load.SetSessions(0)
 		reseed(r.Load, 1) // the repeats draw fresh plays: other start points, new markers
-		if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
+		if pf := r.drain(ctx); !pf.Idle {
 			res.Warnings = append(res.Warnings, "before the repeats: "+pf.Detail+"; they start on a backlog")
 		}
 		// the steps either side of the crossing run again; each verdict then
@@ -338,8 +336,8 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		// one warm-up each, as the climb did, so their cold prompts do not
 		// all queue at once
 		batch := max(p.Ladder[0], 1)
-		for have := batch; have < n; have += batch {
-			r.Load.SetSessions(have)
+		for k := 1; k <= rampBatches(p, n); k++ {
+			r.Load.SetSessions(k * batch)
 			if err := c.Sleep(ctx, p.Warmup); err != nil {
 				return StepResult{}, err
 			}

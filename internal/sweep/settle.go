@@ -35,16 +35,11 @@ func (r *Runner) settleBelow(ctx context.Context, steps []StepResult, lo int, wa
 	if m == 0 || ctx.Err() != nil {
 		return 0, false
 	}
-	r.Load.SetSessions(0)
-	if pf := r.awaitIdle(ctx, r.Clock.Now()); !pf.Idle {
+	if pf := r.drain(ctx); !pf.Idle {
 		*warnings = append(*warnings, fmt.Sprintf("before %d sessions again: %s; it starts on a backlog", m, pf.Detail))
 	}
 	p := r.Plan
-	need := p.Warmup + p.Step
-	if len(p.Ladder) > 0 {
-		batch := max(p.Ladder[0], 1)
-		need += time.Duration((m-1)/batch) * p.Warmup // the ramp back, as step does
-	}
+	need := time.Duration(1+rampBatches(p, m))*p.Warmup + p.Step // the ramp back, as step does
 	if r.deadline > 0 && r.Clock.Now()+need > r.deadline {
 		*warnings = append(*warnings, fmt.Sprintf("no step held the bar, and the GPU window has no room left to run %d sessions again", m))
 		return 0, false
@@ -52,4 +47,21 @@ func (r *Runner) settleBelow(ctx context.Context, steps []StepResult, lo int, wa
 	r.reserve = 0
 	reseed(r.Load, 2) // fresh plays again, as for the repeats
 	return m, true
+}
+
+// drain stops the lanes and waits for the engine to be idle before a step
+// that must not inherit the last one's backlog, and says how that went.
+func (r *Runner) drain(ctx context.Context) PostFlight {
+	r.Load.SetSessions(0)
+	return r.awaitIdle(ctx, r.Clock.Now())
+}
+
+// rampBatches is how many batches of the ladder's first step a step of n
+// sessions started from a drained engine brings its lanes back in before
+// the last, each one warm-up long (0 without a ladder).
+func rampBatches(p Plan, n int) int {
+	if len(p.Ladder) == 0 {
+		return 0
+	}
+	return (n - 1) / max(p.Ladder[0], 1)
 }
