@@ -170,6 +170,11 @@ type Sweep struct {
 	// an endpoint that is still starting (connection refused, 503 while the
 	// model loads) before it gives up; default 180.
 	ReadyTimeoutS float64 `json:"ready_timeout_s,omitempty"`
+	// Shards splits each step's lanes over this many headroom processes
+	// (shards.go, docs/shards.md); 0 or 1: one process.
+	Shards int `json:"shards,omitempty"`
+	// Shard says how the shards find each other.
+	Shard Shard `json:"shard,omitzero"`
 }
 
 // Notify says where a run posts each phase's and step's numbers as they come.
@@ -615,6 +620,7 @@ func (r Run) Validate() error {
 	if s.ReadyTimeoutS < 0 {
 		bad("sweep.ready_timeout_s", "must be > 0 seconds (how long pre-flight waits for a starting endpoint), got %g", s.ReadyTimeoutS)
 	}
+	validateShards(&r, bad)
 	if s.Resamples < 100 {
 		bad("sweep.resamples", "must be at least 100, got %d", s.Resamples)
 	}
