@@ -78,6 +78,22 @@ template is immutable. */}}
 {{- printf "%s-%d" (include "headroom.fullname" . | trunc 52 | trimSuffix "-") (int .Release.Revision) -}}
 {{- end -}}
 
+{{/* How many headroom processes share each step's lanes: shards, at least 1. */}}
+{{- define "headroom.shards" -}}
+{{- max 1 (int (default 1 .Values.shards)) -}}
+{{- end -}}
+
+{{/* The shards' headless Service, the Job's pods' subdomain. */}}
+{{- define "headroom.shardService" -}}
+{{- printf "%s-shards" (include "headroom.fullname" . | trunc 56 | trimSuffix "-") -}}
+{{- end -}}
+
+{{/* Where shards 1..N-1 reach shard 0, the coordinator: pod 0 of the
+Indexed Job (hostname <job>-0) through the headless Service. */}}
+{{- define "headroom.coordinator" -}}
+{{- printf "http://%s-0.%s.%s.svc:%d" (include "headroom.jobName" .) (include "headroom.shardService" .) .Release.Namespace (int .Values.shardPort) -}}
+{{- end -}}
+
 {{/* Whether the chart makes RBAC for the Job's ServiceAccount. */}}
 {{- define "headroom.rbacOn" -}}
 {{- if or .Values.rbac.deployer.namespaces .Values.rbac.discovery.namespaces -}}true{{- end -}}
@@ -159,13 +175,37 @@ each value's type; these are the combinations). */}}
 {{- fail (printf "runsReader.enabled with the Job on a %s claim: the reader could take the claim on another node and keep the Job's pod from starting. Once the Job is done, read the runs in a revision without it: helm upgrade %s <chart> -n %s --reuse-values --set job.enabled=false --set runsReader.enabled=true (the runs stay on the claim); or use a ReadWriteMany claim (persistence.accessModes)" (include "headroom.accessModes" .) .Release.Name .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
+{{- $shards := include "headroom.shards" . | int -}}
+{{- with dig "sweep" "shards" nil .Values.run -}}
+{{- if ne (max 1 (int .)) $shards -}}
+{{- fail (printf "run.sweep.shards is %d but shards is %d: the Job would run %d pod(s) and the run file would split each step's lanes across %d. Set the count with shards alone (--set shards=%d): the chart writes sweep.shards from it, with the Job's completions; drop run.sweep.shards" (int .) $shards $shards (max 1 (int .)) (max 1 (int .))) -}}
+{{- end -}}
+{{- end -}}
+{{- if gt $shards 1 -}}
+{{- $shard := default (dict) (dig "sweep" "shard" nil .Values.run) -}}
+{{- if or (hasKey $shard "listen") (hasKey $shard "coordinator") -}}
+{{- fail (printf "run.sweep.shard.listen and run.sweep.shard.coordinator are the chart's to set with shards > 1 (\":%d\" and %s, pod 0 through the headless Service): drop them; shardPort sets the port" (int .Values.shardPort) (include "headroom.coordinator" .)) -}}
+{{- end -}}
+{{- if eq (toString (dig "time_scale" "" .Values.run)) "virtual" -}}
+{{- fail (printf "shards=%d with run.time_scale virtual: processes cannot share a virtual clock; set run.time_scale (1 for a real endpoint) or shards=1" $shards) -}}
+{{- end -}}
+{{- if eq (int .Values.shardPort) (int .Values.metrics.port) -}}
+{{- fail (printf "shardPort and metrics.port are both %d: each shard serves both; pick two ports" (int .Values.shardPort)) -}}
+{{- end -}}
+{{- if and .Values.job.enabled (include "headroom.claimName" .) -}}
+{{- if not (has "ReadWriteMany" (splitList "," (include "headroom.accessModes" .))) -}}
+{{- fail (printf "shards=%d on a %s claim: each of the Job's %d pods mounts the runs claim, and a claim that is not ReadWriteMany mounts on one node only (ReadWriteOncePod: in one pod), so pods scheduled elsewhere would never start and shard 0 would wait for them. Use a ReadWriteMany claim: --set persistence.accessModes={ReadWriteMany} (its StorageClass must offer it: NFS, CephFS, EFS...), or persistence.existingClaim naming one; or persistence.enabled=false, and the run directory goes with pod 0" $shards (include "headroom.accessModes" .) $shards) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- with include "headroom.runningJobs" . -}}
 {{- fail (printf "the Job %s of release %s is still running (no Complete or Failed condition): this revision would delete it, stopping its run part way, and its recipe's rollback would race whatever comes next. Wait for it (kubectl -n %s wait --for=condition=complete job/<name>), or stop it first (kubectl -n %s delete job <name>: its pod rolls back on SIGTERM), then run helm again" . $.Release.Name $.Release.Namespace $.Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 
 {{/* The run file as the pod reads it: output on the runs volume, the API
-key's variable, report.upload from upload.s3. */}}
+key's variable, report.upload from upload.s3, and with shards > 1
+sweep.shards and how the shards find shard 0 (sweep.shard). */}}
 {{- define "headroom.runFile" -}}
 {{- $run := deepCopy .Values.run -}}
 {{- $_ := set $run "output" (include "headroom.runsPath" .) -}}
@@ -185,6 +225,16 @@ key's variable, report.upload from upload.s3. */}}
 {{- $report := default (dict) $run.report -}}
 {{- $_ := set $report "upload" (dict "s3" $s3) -}}
 {{- $_ := set $run "report" $report -}}
+{{- end -}}
+{{- $shards := include "headroom.shards" . | int -}}
+{{- if gt $shards 1 -}}
+{{- $sweep := default (dict) $run.sweep -}}
+{{- $shard := default (dict) $sweep.shard -}}
+{{- $_ := set $shard "listen" (printf ":%d" (int .Values.shardPort)) -}}
+{{- $_ := set $shard "coordinator" (include "headroom.coordinator" .) -}}
+{{- $_ := set $sweep "shards" $shards -}}
+{{- $_ := set $sweep "shard" $shard -}}
+{{- $_ := set $run "sweep" $sweep -}}
 {{- end -}}
 {{- toYaml $run -}}
 {{- end -}}
