@@ -171,7 +171,7 @@ type Sweep struct {
 	// model loads) before it gives up; default 180.
 	ReadyTimeoutS float64 `json:"ready_timeout_s,omitempty"`
 	// Shards splits each step's lanes over this many headroom processes
-	// (shards.go, docs/shards.md); 0 or 1: one process.
+	// (shards.go, docs/sweep.md "Sharded load"); 0 or 1: one process.
 	Shards int `json:"shards,omitempty"`
 	// Shard says how the shards find each other.
 	Shard Shard `json:"shard,omitzero"`

@@ -20,7 +20,7 @@ type Shard struct {
 	// Default 127.0.0.1:0.
 	Listen string `json:"listen,omitempty"`
 	// Coordinator is the URL shards 1..N-1 reach shard 0 at, e.g.
-	// http://headroom-1-0.headroom-shards:7070 (the chart sets it); empty
+	// http://headroom-1-0.headroom-shards.NS.svc:7070 (the chart sets it); empty
 	// for local shards, which are told it.
 	Coordinator string `json:"coordinator,omitempty"`
 	// JoinTimeoutS is how long shard 0 waits for every other shard to
@@ -47,7 +47,7 @@ func validateShards(r *Run, bad func(field, format string, args ...any)) {
 	}
 	if c := s.Shard.Coordinator; c != "" {
 		if u, err := url.Parse(c); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("sweep.shard.coordinator", "must be an http:// URL with a host, e.g. http://headroom-1-0.headroom-shards:7070, got %q", c)
+			bad("sweep.shard.coordinator", "must be an http:// URL with a host, e.g. http://headroom-1-0.headroom-shards.llm.svc:7070, got %q", c)
 		}
 	}
 	if s.Shard.JoinTimeoutS < 0 {

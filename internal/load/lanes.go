@@ -60,6 +60,11 @@ type Options struct {
 	// OnSend, if set, receives each request as it goes out (no outcome yet),
 	// so a step can count what it sent before the answers are in.
 	OnSend func(Record)
+	// Shard and Shards split the lanes over processes: with Shards > 1
+	// this generator runs only the lane ids i with i % Shards == Shard, of
+	// the n that SetSessions(n) asks for, each replaying what lane i of
+	// one process would, so the shards together run one process's lanes.
+	Shard, Shards int
 }
 
 // TierShare is one tier's share of the lanes.
@@ -253,11 +258,13 @@ func (g *Generator) Priming() Priming {
 	return g.priming
 }
 
-// SetSessions starts or stops lanes so that n run. A stopped lane finishes
-// the requests it has in flight and sends no more.
+// SetSessions starts or stops lanes so that n run (with Options.Shards,
+// this shard's lanes of n). A stopped lane finishes the requests it has in
+// flight and sends no more.
 func (g *Generator) SetSessions(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	n = g.mine(n)
 	for len(g.lanes) > n {
 		last := g.lanes[len(g.lanes)-1]
 		last.stop.Store(true)
@@ -265,7 +272,7 @@ func (g *Generator) SetSessions(n int) {
 		g.lanes = g.lanes[:len(g.lanes)-1]
 	}
 	for len(g.lanes) < n {
-		id := len(g.lanes)
+		id := g.laneID(len(g.lanes))
 		h := g.history[id]
 		if h == nil {
 			h = &laneHistory{}
@@ -273,11 +280,40 @@ func (g *Generator) SetSessions(n int) {
 		}
 		h.starts++
 		epoch := g.epoch.Load()
-		l := &lane{id: id, tier: tierOf(id, g.o.Mix), start: g.starts.Add(1), restart: h.starts > 1 || epoch != 0, epoch: epoch}
+		l := &lane{id: id, tier: tierOf(id, g.o.Mix), start: g.startOf(g.starts.Add(1)), restart: h.starts > 1 || epoch != 0, epoch: epoch}
 		l.ctx, l.cancel = g.o.Clock.WithCancel(g.ctx)
 		g.lanes = append(g.lanes, l)
 		g.wg.Go(func() { g.run(l) })
 	}
+}
+
+// mine is how many of lane ids 0..n-1 this shard runs.
+func (g *Generator) mine(n int) int {
+	s, k := g.o.Shards, g.o.Shard
+	if s <= 1 {
+		return n
+	}
+	if n <= k {
+		return 0
+	}
+	return (n-k-1)/s + 1
+}
+
+// laneID is the id of this shard's j-th lane.
+func (g *Generator) laneID(j int) int {
+	if g.o.Shards <= 1 {
+		return j
+	}
+	return g.o.Shard + j*g.o.Shards
+}
+
+// startOf makes this shard's k-th lane start (from 1) unique over every
+// shard, as a lane start's number marks its plays' prompts for the cache:
+// no two shards' plays may share one. A lane's first start gets the
+// number it has in one process (its id + 1).
+func (g *Generator) startOf(k uint64) uint64 {
+	s := uint64(max(g.o.Shards, 1))
+	return (k-1)*s + uint64(max(g.o.Shard, 0)) + 1
 }
 
 // Stop stops every lane after its requests in flight, waits up to grace

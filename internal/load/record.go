@@ -42,11 +42,14 @@ type Record struct {
 	Sessions int    `json:"sessions"` // that step's concurrent sessions
 	Phase    string `json:"phase"`
 	Lane     int    `json:"lane"`
-	Session  string `json:"session"` // trace id
-	Tier     string `json:"tier"`
-	Play     int    `json:"play"` // how many times this lane replayed a session before
-	Turn     int    `json:"turn"`
-	Agent    string `json:"agent,omitempty"` // subagent id, empty for the parent
+	// Shard is the process that sent it in a sharded sweep (sweep.shards):
+	// 0, omitted, for the coordinator, which also judges.
+	Shard   int    `json:"shard,omitempty"`
+	Session string `json:"session"` // trace id
+	Tier    string `json:"tier"`
+	Play    int    `json:"play"` // how many times this lane replayed a session before
+	Turn    int    `json:"turn"`
+	Agent   string `json:"agent,omitempty"` // subagent id, empty for the parent
 	// Attempt is which try of its turn the request was: 0 for the first, 1
 	// for the first retry (see RetryPolicy). Every try is a record of its own
 	// and a failed one counts as an error.

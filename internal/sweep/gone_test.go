@@ -185,3 +185,52 @@ func TestStoppedAbandonsTheStepUnderWay(t *testing.T) {
 		}
 	})
 }
+
+// losing is a load that loses one of its shards from a moment on.
+type losing struct {
+	*fakeLoad
+	clock interface{ Now() time.Duration }
+	from  time.Duration
+}
+
+func (l *losing) Lost() error {
+	if l.clock.Now() >= l.from {
+		return errors.New("shard 2 was lost at 1m55s (no sync for 10s)")
+	}
+	return nil
+}
+
+// When a shard of the load is lost mid-step, the step under way reads no
+// data, even where its parts failed on the load that was left, since it
+// did not run its sessions; the steps before stand and the sweep stops
+// with the loss as its reason.
+func TestSweepStopsWhenAShardIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// 2 s per session: 2 passes (4 s), 4 would fail (8 s)
+		r, fl, _ := newRunnerEngine(t, []int{2, 4, 6}, 2)
+		r.Plan.Repeat = true
+		r.Load = &losing{fakeLoad: fl, clock: r.Clock, from: 85*time.Second + 30*time.Second}
+		res, err := r.Run(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "shard 2 was lost") {
+			t.Fatalf("sweep returned %v, want the lost shard", err)
+		}
+		var got []string
+		for _, s := range res.Steps {
+			got = append(got, fmt.Sprintf("%d %s", s.Sessions, s.Judged.Verdict))
+		}
+		if len(res.Steps) != 2 || res.Steps[0].Judged.Verdict != verdict.Pass || res.Steps[1].Judged.Verdict != verdict.NoData {
+			t.Fatalf("steps %v, want 2 sessions pass and 4 no data, nothing after", got)
+		}
+		for _, p := range res.Steps[1].Judged.Parts {
+			if p.Verdict != verdict.NoData {
+				t.Errorf("part %s of the step that lost a shard reads %s", p.Name, p.Verdict)
+			}
+		}
+		if !strings.Contains(res.StopReason, "shard 2 was lost") {
+			t.Errorf("stop reason %q does not name the lost shard", res.StopReason)
+		}
+		if !strings.Contains(strings.Join(res.Steps[1].Judged.Warnings, "; "), "shard 2 was lost") {
+			t.Errorf("the step's warnings %q do not say why it has no data", res.Steps[1].Judged.Warnings)
+		}
+	})
+}

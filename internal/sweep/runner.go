@@ -32,6 +32,20 @@ type primer interface {
 	Priming() load.Priming
 }
 
+// lossy is a Load spread over processes, one of which can be lost
+// (shard.Coordinator): the step under way then ran short of its lanes.
+type lossy interface {
+	Lost() error
+}
+
+// loadLost is why the load is short of its lanes, or nil.
+func (r *Runner) loadLost() error {
+	if l, ok := r.Load.(lossy); ok {
+		return l.Lost()
+	}
+	return nil
+}
+
 // tierFlight is a Load that reports requests in flight per tier.
 type tierFlight interface {
 	InFlightByTier() map[string]int
@@ -185,7 +199,12 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 			}
 			return step, false
 		}
-		gone := r.metricsGone()
+		var gone error
+		if g := r.metricsGone(); g != nil {
+			gone = g
+		} else if lost := r.loadLost(); lost != nil {
+			gone = lost
+		}
 		if gone != nil {
 			// no data on its own: never pooled with an earlier run's
 			step.Judged = goneVerdict(step.Judged, gone)
@@ -378,8 +397,8 @@ func (r *Runner) step(ctx context.Context, i, n, repeatOf int) (StepResult, erro
 		if err := c.SleepUntil(ctx, t); err != nil {
 			return StepResult{}, err
 		}
-		if r.metricsGone() != nil {
-			measureEnd = t // the rest of the step would read nothing
+		if r.metricsGone() != nil || r.loadLost() != nil {
+			measureEnd = t // the rest of the step would read nothing, or not its load
 			break
 		}
 		if r.Stopped != nil {

@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime/pprof"
 	"time"
@@ -154,12 +155,16 @@ func (r *Runner) metricsGone() *MetricsGone {
 	return r.gone
 }
 
-// goneVerdict is a step judged while its metrics went away: every part
-// that did not fail on the windows it had reads no data.
-func goneVerdict(j verdict.Step, gone *MetricsGone) verdict.Step {
+// goneVerdict is a step judged while its metrics went away (every part
+// that did not fail on the windows it had reads no data) or while its load
+// lost a shard's lanes (every part reads no data: it did not run its
+// sessions).
+func goneVerdict(j verdict.Step, gone error) verdict.Step {
+	var metrics *MetricsGone
+	keepFails := errors.As(gone, &metrics)
 	j.Verdict = verdict.Pass
 	for i := range j.Parts {
-		if j.Parts[i].Verdict != verdict.Fail {
+		if j.Parts[i].Verdict != verdict.Fail || !keepFails {
 			j.Parts[i].Verdict = verdict.NoData
 		}
 		j.Verdict = verdict.Worse(j.Verdict, j.Parts[i].Verdict)

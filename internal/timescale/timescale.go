@@ -40,6 +40,22 @@ func NewAt(scale float64, at time.Duration) (*Clock, error) {
 	return c, nil
 }
 
+// Origin is the wall-clock instant a wall clock reads 0 at (Start minus
+// the modelled time it began at), for NewFrom in another process.
+func (c *Clock) Origin() time.Time { return c.start }
+
+// NewFrom returns a wall clock that reads 0 at origin, another process's
+// Origin: the shards of a sweep stamp their records on the coordinator's
+// timeline (to the hosts' clock agreement: NTP's milliseconds).
+func NewFrom(scale float64, origin time.Time) (*Clock, error) {
+	c, err := New(scale)
+	if err != nil {
+		return nil, err
+	}
+	c.start = origin
+	return c, nil
+}
+
 // Scale is how many modelled seconds pass per wall-clock second.
 func (c *Clock) Scale() float64 { return c.scale }
 
