@@ -79,5 +79,6 @@ simulated gateway: no GPU, no cluster and no network needed.`,
 	root.AddCommand(recommendCmd(stdout, stderr))
 	root.AddCommand(recordCmd(stderr))
 	root.AddCommand(canaryCmd(stdout, stderr))
+	root.AddCommand(shardCmd(stderr))
 	return root
 }

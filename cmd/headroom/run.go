@@ -128,6 +128,13 @@ func runRecipe(cmd *cobra.Command, stdout, stderr io.Writer, cfg config.Run, f r
 		_, err = stdout.Write(b)
 		return err
 	}
+	if k, ok, err := shardIndex(cfg, os.Getenv); err != nil {
+		return err
+	} else if ok {
+		// a pod of a sharded run's Indexed Job other than the first: it
+		// replays its lanes as the coordinator orders, and writes nothing
+		return rig.RunShard(cmd.Context(), cfg.Sweep.Shard.Coordinator, k, stderr)
+	}
 	opts := rig.Options{Config: cfg, Progress: stderr, Version: fullVersion(), Live: live.IsTerminal(stderr, os.Getenv)}
 	if quiet {
 		opts.Progress = nil
@@ -240,6 +247,7 @@ type runFileFlags struct {
 	sessions  string
 	target    int
 	step      string
+	shards    int
 	// notes say what load chose that no flag asked for (the clock of the
 	// default run, a step cut to fit the window); run prints them
 	notes []string
@@ -290,13 +298,14 @@ func (f *runFileFlags) register(cmd *cobra.Command) {
 	fs.StringVar(&f.sessions, "ladder", "", "the same as --sessions")
 	fs.IntVar(&f.target, "target", 0, "the `SESSIONS` step that must hold the bar (sweep.target); it must be on the ladder")
 	fs.StringVar(&f.step, "step", "", "each step's judged `LENGTH` (sweep.step_s), e.g. 5m or 300; default without -f: the default's 900s, cut to fit the GPU window when the plan does not")
+	fs.IntVar(&f.shards, "shards", 0, "split each step's lanes over `N` headroom processes (sweep.shards) on this machine's loopback, or, with sweep.shard.coordinator, pods of an Indexed Job; needs a wall clock (--time-scale 100 rehearses the simulator)")
 	fs.StringArrayVar(&f.sets, "set", nil, "set a run-file field, `PATH=VALUE` with the path as the run file spells it, e.g. sweep.ladder=[4,8,16]; repeatable, applied last")
 }
 
 // changes reports whether any flag changes the run file.
 func (f *runFileFlags) changes() bool {
 	return f.endpoint != "" || f.model != "" || len(f.metrics) > 0 || f.prometheus != "" || f.selector != "" || f.apiKeyEnv != "" || len(f.sets) > 0 ||
-		f.timeScale != "" || f.gpus != 0 || f.usd != 0 || f.sessions != "" || f.target != 0 || f.step != ""
+		f.timeScale != "" || f.gpus != 0 || f.usd != 0 || f.sessions != "" || f.target != 0 || f.step != "" || f.shards != 0
 }
 
 // realEndpoint reports whether the flags point the run at a server other
@@ -434,6 +443,9 @@ func (f *runFileFlags) overrides() ([]config.Override, error) {
 	}
 	if f.target != 0 {
 		add("--target", "sweep.target", strconv.Itoa(f.target))
+	}
+	if f.shards != 0 {
+		add("--shards", "sweep.shards", strconv.Itoa(f.shards))
 	}
 	if f.step != "" {
 		sec, err := parseStep(f.step)

@@ -19,7 +19,11 @@ import (
 // TestMain lets a test run this test binary as the headroom command itself.
 func TestMain(m *testing.M) {
 	if os.Getenv("HEADROOM_TEST_MAIN") == "1" {
-		os.Args = append([]string{"headroom"}, strings.Fields(os.Getenv("HEADROOM_TEST_ARGS"))...)
+		args := strings.Fields(os.Getenv("HEADROOM_TEST_ARGS"))
+		if len(os.Args) > 1 && os.Args[1] == "shard" {
+			args = os.Args[1:] // a shard a sharded run started (rig.ExecShard)
+		}
+		os.Args = append([]string{"headroom"}, args...)
 		main()
 		os.Exit(0)
 	}

@@ -5,11 +5,8 @@ import (
 	"bytes"
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
 	"reflect"
 	"strconv"
 	"strings"
@@ -107,12 +104,12 @@ func recordColumns() (names []string, index []int) {
 // request, with the client-side TTFT as a last column. A run directory
 // without records gets none.
 func writeRecordsCSV(d *Dir) error {
-	f, err := os.Open(d.File("records.jsonl"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	f, ok, err := d.openRecords()
 	if err != nil {
 		return err
+	}
+	if !ok {
+		return nil
 	}
 	defer f.Close()
 	names, index := recordColumns()

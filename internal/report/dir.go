@@ -317,3 +317,60 @@ func ReadJSONL(path string, warn func(string), f func([]byte) error) error {
 		}
 	}
 }
+
+// RecordsFile is the file shard k's records are in: records.jsonl for the
+// coordinator (and every unsharded run), records-shard-K.jsonl for shard
+// K of a sharded sweep.
+func RecordsFile(k int) string {
+	if k == 0 {
+		return "records.jsonl"
+	}
+	return fmt.Sprintf("records-shard-%d.jsonl", k)
+}
+
+// RecordFiles is every records file in d, records.jsonl first, then the
+// shards' in order: what a reader of the run's requests reads.
+func (d *Dir) RecordFiles() []string {
+	out := []string{RecordsFile(0)}
+	for k := 1; k < 1024; k++ {
+		if _, err := os.Stat(d.File(RecordsFile(k))); err != nil {
+			break
+		}
+		out = append(out, RecordsFile(k))
+	}
+	return out
+}
+
+// openRecords reads every records file in d as one stream; ok is false
+// when d has no records.jsonl.
+func (d *Dir) openRecords() (r io.ReadCloser, ok bool, err error) {
+	var files []io.Reader
+	var closers []io.Closer
+	for i, name := range d.RecordFiles() {
+		f, err := os.Open(d.File(name))
+		if i == 0 && errors.Is(err, fs.ErrNotExist) {
+			return nil, false, nil
+		}
+		if err != nil {
+			for _, c := range closers {
+				c.Close()
+			}
+			return nil, false, err
+		}
+		files, closers = append(files, f), append(closers, f)
+	}
+	return multiCloser{Reader: io.MultiReader(files...), closers: closers}, true, nil
+}
+
+type multiCloser struct {
+	io.Reader
+	closers []io.Closer
+}
+
+func (m multiCloser) Close() error {
+	var errs []error
+	for _, c := range m.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}

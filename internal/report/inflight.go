@@ -3,11 +3,8 @@ package report
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
@@ -44,12 +41,12 @@ type TierLoad struct {
 // readTiers reads records.jsonl and splits each step's load by tier; nil
 // when the run directory has no records.
 func readTiers(d *Dir, steps []Step) ([]StepTiers, error) {
-	f, err := os.Open(d.File("records.jsonl"))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
+	f, ok, err := d.openRecords()
 	if err != nil {
 		return nil, err
+	}
+	if !ok {
+		return nil, nil
 	}
 	defer f.Close()
 	type acc struct {

@@ -201,7 +201,7 @@ func (r *run) fitContext(ctx context.Context, cfg config.Run, endpoint string, a
 		return "", err
 	}
 	s, oc, found, err := checkContext(cfg, *sessions, n, src)
-	r.overContext = oc
+	r.overContext, r.contextLen = oc, n
 	if err != nil {
 		return "", err
 	}

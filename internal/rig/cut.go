@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/headroom-bench/headroom/internal/load"
+	"github.com/headroom-bench/headroom/internal/shard"
 	"github.com/headroom-bench/headroom/internal/sweep"
 )
 
@@ -67,8 +68,11 @@ func (c *stepCut) setTag(t load.Tag) {
 // every other method, the optional ones the sweep looks for included, is
 // its own.
 func (c *stepCut) wrap(l sweep.Load) sweep.Load {
-	if g, ok := l.(*load.Generator); ok {
-		return cutGenerator{Generator: g, cut: c}
+	switch v := l.(type) {
+	case *load.Generator:
+		return cutGenerator{Generator: v, cut: c}
+	case *shard.Coordinator:
+		return cutShards{Coordinator: v, cut: c}
 	}
 	return cutLoad{Load: l, cut: c}
 }
@@ -83,6 +87,16 @@ type cutGenerator struct {
 // records the unsent turns due by now under the old tag first, and they
 // belong to the step that is ending.
 func (l cutGenerator) SetTag(t load.Tag) { l.Generator.SetTag(t); l.cut.setTag(t) }
+
+// cutShards is a sharded load whose tags the cut watches: the coordinator
+// switches every shard's tag before it returns, so the line falls after
+// every shard's records of the step.
+type cutShards struct {
+	*shard.Coordinator
+	cut *stepCut
+}
+
+func (l cutShards) SetTag(t load.Tag) { l.Coordinator.SetTag(t); l.cut.setTag(t) }
 
 // cutLoad is any other load whose tags the cut watches.
 type cutLoad struct {

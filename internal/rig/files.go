@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sync"
 
 	"github.com/headroom-bench/headroom/internal/config"
 	"github.com/headroom-bench/headroom/internal/load"
@@ -17,10 +18,55 @@ import (
 // files are the run directory's streams, appended to as the run goes.
 type files struct {
 	records, samples, steps *report.JSONL
+	d                       *report.Dir
+	// shards are records-shard-K.jsonl, the records shard K of a sharded
+	// sweep sent, opened as they come
+	shardMu sync.Mutex
+	shards  map[int]*report.JSONL
+	openErr error
+}
+
+// record is the stream shard k's records go to.
+func (f *files) record(k int) *report.JSONL {
+	if k == 0 {
+		return f.records
+	}
+	f.shardMu.Lock()
+	defer f.shardMu.Unlock()
+	if j := f.shards[k]; j != nil {
+		return j
+	}
+	j, err := f.d.Append(report.RecordsFile(k))
+	if err != nil {
+		// the first failure is the run's error (err); the records go to
+		// records.jsonl, marked with their shard, rather than nowhere
+		if f.openErr == nil {
+			f.openErr = err
+		}
+		return f.records
+	}
+	if f.shards == nil {
+		f.shards = map[int]*report.JSONL{}
+	}
+	f.shards[k] = j
+	return j
+}
+
+// streams is every stream open now.
+func (f *files) streams() []*report.JSONL {
+	out := []*report.JSONL{f.records, f.samples, f.steps}
+	f.shardMu.Lock()
+	defer f.shardMu.Unlock()
+	for k := 1; len(out) < 3+len(f.shards); k++ {
+		if j := f.shards[k]; j != nil {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 func openFiles(d *report.Dir) (*files, error) {
-	var f files
+	f := files{d: d}
 	var err error
 	if f.records, err = d.Append("records.jsonl"); err != nil {
 		return nil, err
@@ -63,20 +109,30 @@ func stampVersion(d *report.Dir, version string) error {
 
 // flush writes every stream out; it returns the first write that failed.
 func (f *files) flush() error {
-	return errors.Join(f.records.Flush(), f.samples.Flush(), f.steps.Flush())
+	var errs []error
+	for _, j := range f.streams() {
+		errs = append(errs, j.Flush())
+	}
+	return errors.Join(errs...)
 }
 
 // err is the first write to the streams that failed, nil while all went
 // through.
 func (f *files) err() error {
-	return errors.Join(f.records.Err(), f.samples.Err(), f.steps.Err())
+	f.shardMu.Lock()
+	errs := []error{f.openErr}
+	f.shardMu.Unlock()
+	for _, j := range f.streams() {
+		errs = append(errs, j.Err())
+	}
+	return errors.Join(errs...)
 }
 
 // keepStep writes a judged step after the records and scrapes it was
 // judged on: if any of them could not be written the step is not, so the
 // directory never holds a step `judge` would read otherwise.
 func (f *files) keepStep(s sweep.StepResult) error {
-	if err := errors.Join(f.records.Flush(), f.samples.Flush()); err != nil {
+	if err := f.flush(); err != nil {
 		return err
 	}
 	f.steps.Write(s)
@@ -86,7 +142,7 @@ func (f *files) keepStep(s sweep.StepResult) error {
 // warnings says which values the run directory could not hold.
 func (f *files) warnings() []string {
 	var out []string
-	for _, j := range []*report.JSONL{f.records, f.samples, f.steps} {
+	for _, j := range f.streams() {
 		if w := j.Skipped(); w != "" {
 			out = append(out, w)
 		}
@@ -95,9 +151,9 @@ func (f *files) warnings() []string {
 }
 
 func (f *files) close() {
-	f.records.Close()
-	f.samples.Close()
-	f.steps.Close()
+	for _, j := range f.streams() {
+		j.Close()
+	}
 }
 
 // Saved is a run directory read back: everything needed to re-judge it.
@@ -172,23 +228,26 @@ func ReadRun(d *report.Dir) (Saved, error) {
 	}); err != nil {
 		return s, err
 	}
-	if err := report.ReadJSONL(d.File("records.jsonl"), warn, func(b []byte) error {
-		var r savedRecord
-		if err := json.Unmarshal(b, &r); err != nil {
-			return err
+	// a sharded sweep's records are in a file per shard: all of them
+	for _, name := range d.RecordFiles() {
+		if err := report.ReadJSONL(d.File(name), warn, func(b []byte) error {
+			var r savedRecord
+			if err := json.Unmarshal(b, &r); err != nil {
+				return err
+			}
+			if r.V != load.RecordVersion {
+				return fmt.Errorf("record version %d, this build reads %d", r.V, load.RecordVersion)
+			}
+			if !r.Late {
+				s.Records = append(s.Records, judgedView(r))
+			}
+			if !r.InFlight {
+				s.Outcomes = append(s.Outcomes, r.Record)
+			}
+			return nil
+		}); err != nil {
+			return s, fmt.Errorf("%s: %w", name, err)
 		}
-		if r.V != load.RecordVersion {
-			return fmt.Errorf("record version %d, this build reads %d", r.V, load.RecordVersion)
-		}
-		if !r.Late {
-			s.Records = append(s.Records, judgedView(r))
-		}
-		if !r.InFlight {
-			s.Outcomes = append(s.Outcomes, r.Record)
-		}
-		return nil
-	}); err != nil {
-		return s, err
 	}
 	return s, nil
 }

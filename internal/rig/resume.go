@@ -41,16 +41,20 @@ func repairRun(d *report.Dir) ([]string, error) {
 	if n > 0 {
 		notes = append(notes, fmt.Sprintf("steps.jsonl: dropped %d lines that do not parse", n))
 	}
-	records, torn, err := filterJSONL(d.File("records.jsonl"), func(b []byte) bool {
-		var r struct {
-			Step int `json:"step"`
+	records := 0
+	for _, name := range d.RecordFiles() { // a sharded sweep's, each shard's
+		n, torn, err := filterJSONL(d.File(name), func(b []byte) bool {
+			var r struct {
+				Step int `json:"step"`
+			}
+			return json.Unmarshal(b, &r) == nil && r.Step <= lastIndex
+		})
+		if err != nil {
+			return nil, err
 		}
-		return json.Unmarshal(b, &r) == nil && r.Step <= lastIndex
-	})
-	if err != nil {
-		return nil, err
+		records += n
+		notes = append(notes, tornNote(name, torn)...)
 	}
-	notes = append(notes, tornNote("records.jsonl", torn)...)
 	scrapes, torn, err := filterJSONL(d.File("metrics.jsonl"), func(b []byte) bool {
 		var s struct {
 			At time.Duration `json:"at"`

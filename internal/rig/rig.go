@@ -47,6 +47,10 @@ type Options struct {
 	// NewDir makes the run directory; nil is report.NewDir. Tests give one
 	// that fills (report.Dir.FailAfter).
 	NewDir func(root, recipe string, now time.Time) (*report.Dir, error)
+	// StartShard starts the other shards of a sharded sweep on this
+	// machine (sweep.shards without sweep.shard.coordinator); nil runs
+	// this binary's `headroom shard` (ExecShard).
+	StartShard ShardStarter
 }
 
 // Phase names, in the order they run.
@@ -123,6 +127,9 @@ type run struct {
 	// overContext is pre-flight's count of the planned turns over the
 	// served context, for the summary; nil until counted.
 	overContext *report.OverContext
+	// contextLen is the served context pre-flight read (0: not known); the
+	// shards trim their sessions by it as pre-flight did.
+	contextLen int
 	// snap is the resumed directory as it was, until the sweep starts
 	snap *snapshot
 	// redact is the run's redactor once its credentials are read
@@ -471,7 +478,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	// on a virtual clock off the clock, so it must not wait on the clock
 	var recent []signal.Sample
 	book := sweep.NewBook(func(rec load.Record) {
-		files.records.Write(rec)
+		files.record(rec.Shard).Write(rec)
 		tel.RequestDone(rec.Error)
 	})
 	onSend := func(rec load.Record) { book.Sent(rec); tel.RequestStarted() }
@@ -483,24 +490,21 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	// requests of a step's judged time that finish after it are judged
 	// as in flight, live and by `judge` alike
 	cut := newStepCut(book, func(rec load.Record) {
-		files.records.Write(savedRecord{Record: rec, Late: true})
+		files.record(rec.Shard).Write(savedRecord{Record: rec, Late: true})
 		tel.RequestDone(rec.Error)
 	})
-	gen := load.NewGenerator(load.Options{
-		Client: client, Clock: clock, Tiers: sessions, Fresh: FreshSessions(cfg.Workload),
-		Mix:       []load.TierShare{{Tier: "heavy", Share: cfg.Workload.Mix.Heavy}, {Tier: "light", Share: cfg.Workload.Mix.Light}},
-		Prompts:   prompt.Builder{Seed: cfg.Workload.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: cal.TokensPerWord, Memo: prompt.NewMemo(prompt.MemoBytes)},
-		ThinkTime: cfg.Workload.ThinkTime, ThinkCap: seconds(cfg.Workload.ThinkTimeCapS),
-		Timeout: seconds(cfg.Workload.RequestTimeoutS), PrimeTimeout: seconds(cfg.Workload.PrimeTimeoutS),
-		Seed: cfg.Workload.Seed, Sink: cut.add, OnSend: onSend,
-		Retry: load.RetryPolicy{Attempts: cfg.Workload.Retry.Attempts, Base: seconds(cfg.Workload.Retry.BackoffS), Max: seconds(cfg.Workload.Retry.BackoffMaxS)},
-	})
+	gen := load.NewGenerator(lanesOf(cfg, client, clock, sessions, cal.TokensPerWord, 0, cut.add, onSend))
+	lanes, stopShards, err := r.shardLanes(ctx, cfg, clock, gen, endpoint, cal.TokensPerWord, cut.add, onSend)
+	if err != nil {
+		return report.Summary{}, err
+	}
+	defer stopShards()
 	plan := SweepPlan(cfg)
 	plan.Previous = previous
 	plan.FirstIndex = len(previous)
 	plan.Ladder = remaining(cfg.Sweep.Ladder, previous)
 	runner := &sweep.Runner{
-		Plan: plan, Clock: clock, Load: cut.wrap(gen), Source: src, Book: book, Progress: r.progress, Extra: extra,
+		Plan: plan, Clock: clock, Load: cut.wrap(lanes), Source: src, Book: book, Progress: r.progress, Extra: extra,
 		OnSample: func(s signal.Sample) {
 			files.samples.Write(s)
 			if tel != nil {
@@ -522,7 +526,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		Stopped: files.err,
 		OnStep: func(s sweep.StepResult) error {
 			for _, rec := range cut.inFlight(s.Index) {
-				files.records.Write(savedRecord{Record: rec, InFlight: true})
+				files.record(rec.Shard).Write(savedRecord{Record: rec, InFlight: true})
 			}
 			// a killed run keeps every finished step; a step is kept, and
 			// then said, only once what judges it is on disk
@@ -539,7 +543,7 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 	r.setStatus(func() live.Status {
 		cur := runner.Current()
 		st := live.Status{Phase: PhaseSweep, Step: cur.Step, Steps: len(cfg.Sweep.Ladder), Sessions: cur.Sessions,
-			InFlight: gen.InFlight(), WindowLeft: windowEnd - clock.Now(),
+			InFlight: lanes.InFlight(), WindowLeft: windowEnd - clock.Now(),
 			StepLen: runner.Plan.Step, Window: runner.Plan.Window, Clock: clock.Now(), Scale: cfg.TimeScale.Wall(), Virtual: cfg.TimeScale.Virtual()}
 		if cur.Step > 0 {
 			st.StepLeft = max(0, cur.MeasureEnd-clock.Now())
