@@ -309,21 +309,27 @@ func (c *Coordinator) publish(change func(*Order)) {
 	c.order.Seq++
 	seq := c.order.Seq
 	c.notifyLocked()
-	deadline := time.Now().Add(c.o.Stale)
+	c.awaitLocked(time.Now().Add(c.o.Stale), func(p *peer) bool { return p.seq < seq },
+		fmt.Sprintf("it did not take order %d within %s", seq, c.o.Stale))
+	c.mu.Unlock()
+}
+
+// awaitLocked waits until no shard still answering is behind, at most
+// until deadline, when the ones behind are lost for why; c.mu is held.
+func (c *Coordinator) awaitLocked(deadline time.Time, behind func(*peer) bool, why string) {
 	for {
-		behind := -1
+		late := -1
 		for k, p := range c.peers {
-			if !p.lost && !p.stopped && p.seq < seq {
-				behind = k
+			if !p.lost && !p.stopped && behind(p) {
+				late = k
 				break
 			}
 		}
-		if behind < 0 {
-			c.mu.Unlock()
+		if late < 0 {
 			return
 		}
 		if !time.Now().Before(deadline) {
-			c.loseLocked(behind, fmt.Sprintf("it did not take order %d within %s", seq, c.o.Stale))
+			c.loseLocked(late, why)
 			continue
 		}
 		ch := c.change
@@ -366,34 +372,9 @@ func (c *Coordinator) Stop(grace time.Duration) {
 	c.notifyLocked()
 	c.mu.Unlock()
 	c.o.Local.Stop(grace)
-	deadline := time.Now().Add(grace + c.o.Stale)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for {
-		waiting := -1
-		for k, p := range c.peers {
-			if !p.lost && !p.stopped {
-				waiting = k
-				break
-			}
-		}
-		if waiting < 0 {
-			return
-		}
-		if !time.Now().Before(deadline) {
-			c.loseLocked(waiting, "it did not report its last records after the stop")
-			continue
-		}
-		ch := c.change
-		c.mu.Unlock()
-		t := time.NewTimer(time.Until(deadline))
-		select {
-		case <-ch:
-		case <-t.C:
-		}
-		t.Stop()
-		c.mu.Lock()
-	}
+	c.awaitLocked(time.Now().Add(grace+c.o.Stale), func(*peer) bool { return true }, "it did not report its last records after the stop")
 }
 
 // InFlight is every shard's requests waiting on the server, as last
