@@ -34,7 +34,7 @@ func (w *stepWatch) Write(b []byte) (int, error) {
 
 // TestALostShardMakesItsStepNoData: four shards over loopback HTTP (the
 // others in this process, as RunShard), one of which dies in step 2's
-// warm-up: step 1 stands, step 2 reads no data in every part, naming the
+// judged time: step 1 stands, step 2 reads no data in every part, naming the
 // shard, and the sweep stops there, never a pass on the other shards' load.
 func TestALostShardMakesItsStepNoData(t *testing.T) {
 	if testing.Short() {
@@ -42,7 +42,9 @@ func TestALostShardMakesItsStepNoData(t *testing.T) {
 	}
 	cfg := shortRun(t, config.Scale(40))
 	cfg.Sweep.Ladder, cfg.Sweep.Target, cfg.Sweep.Shards = []int{4, 8, 12}, 4, 4
-	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.MaxStepS, cfg.Workload.PrimeTimeoutS = 60, 180, 180, 60
+	// a warm-up the lanes prime in on a busy host (the longest took 37 s
+	// at load 20); the shard dies 1 s (wall) into step 2's judged time
+	cfg.Sweep.WarmupS, cfg.Sweep.StepS, cfg.Sweep.MaxStepS, cfg.Workload.PrimeTimeoutS = 120, 180, 180, 120
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,11 @@ func TestALostShardMakesItsStepNoData(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); errc <- RunShard(ctx, url, k, io.Discard) }()
 		if k == 2 {
-			go func() { <-watch.reached; cancel() }() // the shard's process dies
+			go func() { // the shard's process dies
+				<-watch.reached
+				time.Sleep(time.Duration(120/cfg.TimeScale.Wall()*float64(time.Second)) + time.Second)
+				cancel()
+			}()
 		}
 		return func() error { cancel(); return <-errc }, nil
 	}

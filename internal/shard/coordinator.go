@@ -408,6 +408,9 @@ func (c *Coordinator) Priming() load.Priming {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.peers {
+		if p.lost {
+			continue // its lanes are gone: their warm-up is not the step's
+		}
 		q := p.priming
 		pm.Started += q.Started
 		pm.Pending += q.Pending
