@@ -5,6 +5,7 @@ package report
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -329,14 +331,27 @@ func RecordsFile(k int) string {
 }
 
 // RecordFiles is every records file in d, records.jsonl first, then the
-// shards' in order: what a reader of the run's requests reads.
+// shards' in shard order: what a reader of the run's requests reads. A
+// shard that wrote nothing (no lanes at any step, or lost before its first
+// record) has no file; the shards after it still count.
 func (d *Dir) RecordFiles() []string {
-	out := []string{RecordsFile(0)}
-	for k := 1; k < 1024; k++ {
-		if _, err := os.Stat(d.File(RecordsFile(k))); err != nil {
-			break
+	type shardFile struct {
+		k    int
+		name string
+	}
+	var shards []shardFile
+	matches, _ := filepath.Glob(d.File("records-shard-*.jsonl"))
+	for _, m := range matches {
+		name := filepath.Base(m)
+		var k int
+		if _, err := fmt.Sscanf(name, "records-shard-%d.jsonl", &k); err == nil && k > 0 && name == RecordsFile(k) {
+			shards = append(shards, shardFile{k, name})
 		}
-		out = append(out, RecordsFile(k))
+	}
+	slices.SortFunc(shards, func(a, b shardFile) int { return cmp.Compare(a.k, b.k) })
+	out := []string{RecordsFile(0)}
+	for _, s := range shards {
+		out = append(out, s.name)
 	}
 	return out
 }

@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 
 	"github.com/headroom-bench/headroom/internal/config"
@@ -57,10 +59,8 @@ func (f *files) streams() []*report.JSONL {
 	out := []*report.JSONL{f.records, f.samples, f.steps}
 	f.shardMu.Lock()
 	defer f.shardMu.Unlock()
-	for k := 1; len(out) < 3+len(f.shards); k++ {
-		if j := f.shards[k]; j != nil {
-			out = append(out, j)
-		}
+	for _, k := range slices.Sorted(maps.Keys(f.shards)) {
+		out = append(out, f.shards[k])
 	}
 	return out
 }
