@@ -30,8 +30,10 @@ func TestFourShardsMatchOneProcess(t *testing.T) {
 	one := runSummary(t, append(args, "--output", filepath.Join(dir, "one"))...)
 	t.Setenv("HEADROOM_TEST_MAIN", "1") // the shards this run starts are this binary as headroom
 	four := runSummary(t, append(args, "--output", filepath.Join(dir, "four"), "--shards", "4")...)
-	if len(one.Steps) != 2 || len(four.Steps) != 2 {
-		t.Fatalf("steps: one process %d, four shards %d, want 2 each", len(one.Steps), len(four.Steps))
+	// the ladder's 2 steps, and, where neither passed, the same steps below
+	// the lowest (docs/sweep.md: "Nothing held at all")
+	if len(one.Steps) < 2 || len(four.Steps) != len(one.Steps) {
+		t.Fatalf("steps: one process %d, four shards %d, want 2 or more, the same in each", len(one.Steps), len(four.Steps))
 	}
 	for i := range one.Steps {
 		a, b := one.Steps[i], four.Steps[i]

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/headroom-bench/headroom/internal/config"
+	"github.com/headroom-bench/headroom/internal/rig"
 	"github.com/headroom-bench/headroom/internal/study"
 	"github.com/spf13/cobra"
 )
@@ -20,6 +21,7 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		files                 []string
 		runs, truthRuns, fine int
+		repeatSessions        string
 		sets                  []string
 		workers               int
 		asJSON                bool
@@ -89,6 +91,14 @@ being wide) and the GPU minutes each sweep spent.`,
   headroom sim study coverage -f examples/reference/0-vllm.yaml --runs 20 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var ro rig.Options
+			switch repeatSessions {
+			case "fresh":
+			case "same":
+				ro.RepeatSameSessions = true
+			default:
+				return fmt.Errorf("--repeat-sessions %q: want fresh (a repeat replays sessions synthesised from a fresh seed, as runs do) or same (fresh plays of the sessions the run first drew)", repeatSessions)
+			}
 			cfgs, d, err := inputs()
 			if err != nil {
 				return err
@@ -96,7 +106,7 @@ being wide) and the GPU minutes each sweep spent.`,
 			var all []study.Coverage
 			for _, cfg := range cfgs {
 				o := study.Options{Runs: runs, TruthRuns: truthRuns, Fine: fine, Workers: workers}
-				c, err := study.MeasureCoverage(cmd.Context(), cfg, o, study.Virtual(d), stderr)
+				c, err := study.MeasureCoverage(cmd.Context(), cfg, o, study.VirtualWith(d, ro), stderr)
 				if err != nil {
 					return err
 				}
@@ -114,6 +124,7 @@ being wide) and the GPU minutes each sweep spent.`,
 	coverage.Flags().IntVar(&runs, "runs", 20, "runs per run file, each with its own seed")
 	coverage.Flags().IntVar(&truthRuns, "truth-runs", 20, "further runs pooled into the truth at each level")
 	coverage.Flags().IntVar(&fine, "fine", 6, "the most levels of the fine grid near the crossing")
+	coverage.Flags().StringVar(&repeatSessions, "repeat-sessions", "fresh", "what a run's repeats replay: fresh (sessions synthesised from a fresh seed, as runs do) or same (fresh plays of the sessions the run first drew), to compare the two")
 	sweeps := &cobra.Command{
 		Use:   "sweeps",
 		Short: "GPU minutes and interval width of the linear ladder, with steps until decided and fixed, and of the adaptive sweep",

@@ -42,8 +42,10 @@ func TestFullDiskStopsTheRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("clean run: %v", err)
 	}
-	if len(clean.Steps) != 4 {
-		t.Fatalf("clean run judged %d steps, want 4", len(clean.Steps))
+	// the ladder's 4 steps (short steps hold too few turns to pass, so
+	// the sweep then also looks below the lowest: one step at 1 session)
+	if len(clean.Steps) < 4 {
+		t.Fatalf("clean run judged %d steps, want the ladder's 4 at least", len(clean.Steps))
 	}
 	room := dirBytes(t, clean.RunDir) / 2
 	cfg.Output = t.TempDir()

@@ -190,7 +190,9 @@ func MakePlan(cfg config.Run) (Plan, error) {
 	what := fmt.Sprintf("%d steps of %.0fs warm-up + %.0fs judged, stopping at the first that fails", len(sw.Ladder), sw.WarmupS, sw.StepS)
 	if sw.RepeatCrossing() && len(sw.Ladder) > 1 {
 		sweepMin += 2 * stepMin
-		what += ", then the 2 steps either side of the crossing again (and, when none held, the highest too-close step below them, only if the window still has room)"
+		what += ", then the 2 steps either side of the crossing again (and, when none held, the highest too-close step below them, then up to 2 steps below the lowest, each only if the window still has room)"
+	} else if len(sw.Ladder) > 1 {
+		what += ", then, when none held, up to 2 steps below the lowest, each only if the window still has room"
 	}
 	rollback, rollbackWhat := 0.0, "deploy: none (the endpoint is already serving): nothing to roll back"
 	if cfg.Recipe.Deploy.Type != "" && cfg.Recipe.Deploy.Type != recipe.DeployNone {

@@ -51,6 +51,10 @@ type Options struct {
 	// machine (sweep.shards without sweep.shard.coordinator); nil runs
 	// this binary's `headroom shard` (ExecShard).
 	StartShard ShardStarter
+	// RepeatSameSessions makes repeats replay fresh plays of the sessions
+	// the run first drew, not sessions synthesised from a fresh seed: the
+	// coverage study's comparison of the two (issue 21.2); runs never set it.
+	RepeatSameSessions bool
 }
 
 // Phase names, in the order they run.
@@ -493,7 +497,11 @@ func (r *run) on(ctx context.Context, cfg config.Run, clock *timescale.Clock, pr
 		files.record(rec.Shard).Write(savedRecord{Record: rec, Late: true})
 		tel.RequestDone(rec.Error)
 	})
-	gen := load.NewGenerator(lanesOf(cfg, client, clock, sessions, cal.TokensPerWord, 0, cut.add, onSend))
+	lopts := lanesOf(cfg, client, clock, sessions, cal.TokensPerWord, 0, cut.add, onSend)
+	if r.o.RepeatSameSessions {
+		lopts.Fresh = nil
+	}
+	gen := load.NewGenerator(lopts)
 	lanes, stopShards, err := r.shardLanes(ctx, cfg, clock, gen, endpoint, cal.TokensPerWord, cut.add, onSend)
 	if err != nil {
 		return report.Summary{}, err

@@ -25,14 +25,19 @@ type RunFunc func(ctx context.Context, cfg config.Run) (report.Summary, error)
 
 // Virtual runs each config on the virtual clock, quietly, writing its run
 // directory under dir.
-func Virtual(dir string) RunFunc {
+func Virtual(dir string) RunFunc { return VirtualWith(dir, rig.Options{}) }
+
+// VirtualWith is Virtual with further rig options (Config is set per run).
+func VirtualWith(dir string, o rig.Options) RunFunc {
 	return func(ctx context.Context, cfg config.Run) (report.Summary, error) {
 		cfg.TimeScale = config.Virtual
 		cfg.Output = dir
 		if err := cfg.Validate(); err != nil {
 			return report.Summary{}, err
 		}
-		sum, err := rig.Run(ctx, rig.Options{Config: cfg})
+		o := o
+		o.Config = cfg
+		sum, err := rig.Run(ctx, o)
 		if err != nil && len(sum.Steps) == 0 {
 			return sum, err
 		}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -302,6 +304,29 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 					res.StopReason += fmt.Sprintf(", and %d sessions, below them, as no step had held", m)
 				}
 			}
+		}
+	}
+	if runErr == nil && len(p.Ladder) > 1 {
+		// nothing held: look below the lowest step, as far as the window
+		// allows (a ladder of one step checks that step, it searches nothing)
+		first, down := 0, 0
+		if len(res.Steps) > 0 {
+			first = res.Steps[0].Sessions
+		}
+		var ran []string
+		for {
+			m, ok := r.stepDown(ctx, res.Steps, first, down, &res.Warnings)
+			if !ok {
+				break
+			}
+			down++
+			if _, ok := run(m, -1); !ok {
+				break
+			}
+			ran = append(ran, strconv.Itoa(m))
+		}
+		if len(ran) > 0 {
+			res.StopReason += fmt.Sprintf("; no step had held, so %s sessions ran below the lowest step", strings.Join(ran, " and "))
 		}
 	}
 	res.Capacity = CapacityOf(Points(res.Steps))

@@ -254,8 +254,15 @@ func TestKillSwitchEndsAHopelessStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Steps) != 1 || res.Steps[0].Killed == "" {
-			t.Fatalf("steps %+v: want one step ended by the kill switch", res.Steps)
+		// the kill ends the climb; as no step held, the sweep then looks
+		// below the first step (3, then 2 sessions: 15 s, killed again, and
+		// 10 s, a fail)
+		var below []int
+		for _, s := range res.Steps[1:] {
+			below = append(below, s.Sessions)
+		}
+		if len(res.Steps) == 0 || res.Steps[0].Killed == "" || fmt.Sprint(below) != "[3 2]" {
+			t.Fatalf("steps at %d sessions (killed %q), then %v: want one step ended by the kill switch, then 3 and 2 below it", res.Steps[0].Sessions, res.Steps[0].Killed, below)
 		}
 		if got := res.Steps[0].End - res.Steps[0].MeasureStart; got >= r.Plan.Step.Seconds() {
 			t.Errorf("the killed step ran its full %gs", got)

@@ -65,3 +65,50 @@ func rampBatches(p Plan, n int) int {
 	}
 	return (n - 1) / max(p.Ladder[0], 1)
 }
+
+// maxStepsDown bounds the steps stepDown runs below the lowest one.
+const maxStepsDown = 2
+
+// stepDown picks a step below the lowest one run when, after the climb,
+// the repeats and the settle step, no step passed: a ladder whose first
+// step sits on the crossing (the reference recipe 0 crosses at 10
+// sessions, its first step) reads "not established" in about half its
+// runs, though a step a little lower holds. The first step down is at
+// three quarters of the lowest step, the next at half of the first step,
+// so that a recipe just under its first step is bracketed closely and one
+// far under it still shows where it holds. Like the settle step, it runs
+// only when the GPU window has room for it at its minimum length with the
+// ramp back from a drained engine, and after the engine drained; down is
+// how many steps down ran before, first the first step run.
+func (r *Runner) stepDown(ctx context.Context, steps []StepResult, first, down int, warnings *[]string) (int, bool) {
+	if down >= maxStepsDown || ctx.Err() != nil || len(steps) == 0 {
+		return 0, false
+	}
+	low := 0
+	for _, p := range Points(steps) {
+		if p.Judged.Verdict == verdict.Pass {
+			return 0, false // a step held: nothing to look for below
+		}
+		if low == 0 || p.Sessions < low {
+			low = p.Sessions
+		}
+	}
+	m := low * 3 / 4
+	if down > 0 {
+		m = min(m, first/2)
+	}
+	if m < 1 || m >= low {
+		return 0, false
+	}
+	p := r.Plan
+	need := time.Duration(1+rampBatches(p, m))*p.Warmup + p.Step
+	if r.deadline > 0 && r.Clock.Now()+need > r.deadline {
+		*warnings = append(*warnings, fmt.Sprintf("no step held the bar, and the GPU window has no room left to run %d sessions, below the lowest step", m))
+		return 0, false
+	}
+	if pf := r.drain(ctx); !pf.Idle {
+		*warnings = append(*warnings, fmt.Sprintf("before %d sessions, below the lowest step: %s; it starts on a backlog", m, pf.Detail))
+	}
+	r.reserve, r.ramp = 0, true
+	return m, true
+}
