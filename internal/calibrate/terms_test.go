@@ -199,3 +199,24 @@ func TestShifted(t *testing.T) {
 		t.Errorf("shifted 2 SE faster: %+v", q)
 	}
 }
+
+// TestFitBesideRecoversAHighSlowdown: llm-d-inference-sim run with
+// --time-factor-under-load 30 over 32 slots (a slow-down of 29: 0.2 s to
+// the first token and 5 ms a token idle, thirty times that full). The grid
+// of slow-downs stopped at 8, and the fit took 8 with a fixed wait of
+// 0.62 s for a recorded run of that server; it must find the slow-down
+// within 15% and the fixed wait within 15%.
+func TestFitBesideRecoversAHighSlowdown(t *testing.T) {
+	spans := llmdLike(32, 0.2, 0, 0.005, 29, 800, 3)
+	f, err := fitBeside([][]span{spans}, []stretches{nil}, []*occupancy{newOccupancy(spans, 32)}, 8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("slow-down %.3g, fixed wait %.4g s, decode %.4g s (spread %.2f)", f.slowdown, f.wait.coef[0], f.decode.coef[0], f.excessSpread)
+	if !f.slowdownFitted || math.Abs(f.slowdown-29) > 0.15*29 {
+		t.Errorf("slow-down %.3g (fitted %v), want 29 within 15%%", f.slowdown, f.slowdownFitted)
+	}
+	if math.Abs(f.wait.coef[0]-0.2) > 0.15*0.2 {
+		t.Errorf("fixed wait %.4g s, want 0.2 s within 15%%", f.wait.coef[0])
+	}
+}
