@@ -22,6 +22,8 @@ import (
 	"github.com/headroom-bench/headroom/internal/transport"
 	"github.com/headroom-bench/headroom/internal/verdict"
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 )
 
 func canaryCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -61,6 +63,13 @@ candidate.jsonl.gz), and canary.json and canary.md (share steps, both sides'
 figures over time) are written in a directory under output. After the
 decision the proxy keeps routing (at share 0 after a failure) until Ctrl-C,
 or stops at once with --exit-when-done.
+
+With canary.split.type httproute the gateway splits instead: the canary
+sets the weights of two backendRefs of one rule of a Gateway API HTTPRoute
+(canary.split.httproute) at each share step, sets the candidate's to 0 on a
+clear miss, and at the end puts back the weights it found (failed,
+undecided, stopped) or leaves the last share's (ready). The rule must have
+sessionPersistence, so sessions stay whole; nothing is proxied or recorded.
 
 Exit status: 0 ready (or promoted), 1 failed or an error, 2 undecided or
 stopped before the decision.`,
@@ -151,6 +160,29 @@ func runCanary(ctx context.Context, cfg config.Run, outDir string, exitWhenDone 
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return fmt.Errorf("canary: %w", err)
 	}
+	scraper := func(urls []string) *signal.Scraper {
+		return &signal.Scraper{Targets: urls, Mapping: mapping, Client: metrics.Client(10 * time.Second)}
+	}
+	scrapers := [2]canary.Scraper{scraper(c.Baseline.Metrics), scraper(cfg.Recipe.Metrics)}
+	progress := func(t canary.Tick) {
+		logf("canary: %5.0fs share %g%%: baseline %s, candidate %s, no worse than today %s: %s: %s",
+			t.At, 100*t.Share, t.Baseline.Verdict, t.Candidate.Verdict, t.NoWorse.Verdict, t.Decision, t.Why)
+	}
+	if c.Split.Type == config.CanarySplitHTTPRoute {
+		split, err := routeSplit(cfg)
+		if err != nil {
+			return err
+		}
+		clock, _ := timescale.New(1)
+		logf("canary: splitting through %s; baseline %s, candidate %s (%s); shares %v, %gs each; writing to %s",
+			split, c.Baseline.Endpoint, cfg.Recipe.Endpoint, cfg.Recipe.Name, c.Shares, c.HoldS, outDir)
+		ctl := &canary.Controller{Plan: canaryPlan(cfg), Clock: clock, Split: split, Scrapers: scrapers, Log: logf, OnTick: progress}
+		res, err := ctl.Run(ctx)
+		if err != nil {
+			return err
+		}
+		return reportCanary(ctx, cfg, res, outDir, stamp, stdout, stderr, newDep)
+	}
 	base, err := openSide("baseline", c.Baseline.Endpoint, outDir, logf)
 	if err != nil {
 		return err
@@ -183,27 +215,14 @@ func runCanary(ctx context.Context, cfg config.Run, outDir string, exitWhenDone 
 			logf("canary: %v", err)
 		}
 	}()
-	scraper := func(urls []string) *signal.Scraper {
-		return &signal.Scraper{Targets: urls, Mapping: mapping, Client: metrics.Client(10 * time.Second)}
-	}
 	logf("canary: agents at http://%s; baseline %s, candidate %s (%s); shares %v, %gs each; writing to %s",
 		ln.Addr(), c.Baseline.Endpoint, cfg.Recipe.Endpoint, cfg.Recipe.Name, c.Shares, c.HoldS, outDir)
-	ctl := &canary.Controller{Plan: canaryPlan(cfg), Clock: clock, Router: router,
-		Scrapers: [2]canary.Scraper{scraper(c.Baseline.Metrics), scraper(cfg.Recipe.Metrics)}, Log: logf,
-		OnTick: func(t canary.Tick) {
-			logf("canary: %5.0fs share %g%%: baseline %s, candidate %s, no worse than today %s: %s: %s",
-				t.At, 100*t.Share, t.Baseline.Verdict, t.Candidate.Verdict, t.NoWorse.Verdict, t.Decision, t.Why)
-		}}
+	ctl := &canary.Controller{Plan: canaryPlan(cfg), Clock: clock, Router: router, Scrapers: scrapers, Log: logf, OnTick: progress}
 	res, err := ctl.Run(ctx)
 	if err != nil {
 		return err
 	}
-	if err := res.Write(outDir); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%s: canary %s: %s\n", cfg.Recipe.Name, res.Outcome, res.Reason)
-	fmt.Fprintf(stdout, "%s: share steps and both sides' figures in %s\n", cfg.Recipe.Name, filepath.Join(outDir, "canary.md"))
-	outcome := afterCanary(ctx, cfg, res, "canary-"+stamp, stdout, stderr, newDep)
+	outcome := reportCanary(ctx, cfg, res, outDir, stamp, stdout, stderr, newDep)
 	var ee exitError
 	if outcome != nil && !errors.As(outcome, &ee) {
 		return outcome
@@ -220,6 +239,43 @@ func runCanary(ctx context.Context, cfg config.Run, outDir string, exitWhenDone 
 		}
 	}
 	return outcome
+}
+
+// reportCanary writes a decided canary's report, says its outcome and acts
+// on it (afterCanary).
+func reportCanary(ctx context.Context, cfg config.Run, res canary.Result, outDir, stamp string, stdout, stderr io.Writer, newDep newDeployer) error {
+	if err := res.Write(outDir); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: canary %s: %s\n", cfg.Recipe.Name, res.Outcome, res.Reason)
+	fmt.Fprintf(stdout, "%s: share steps and both sides' figures in %s\n", cfg.Recipe.Name, filepath.Join(outDir, "canary.md"))
+	return afterCanary(ctx, cfg, res, "canary-"+stamp, stdout, stderr, newDep)
+}
+
+// routeSplit connects to the API server that holds canary.split.httproute:
+// its kubeconfig and context, else $KUBECONFIG, ~/.kube/config or the
+// in-cluster service account, as kubectl does. Nothing is sent until the
+// split begins.
+func routeSplit(cfg config.Run) (*canary.HTTPRouteSplit, error) {
+	h := cfg.Canary.Split.HTTPRoute
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if h.Kubeconfig != "" {
+		rules.ExplicitPath = cfg.Recipe.Path(h.Kubeconfig)
+	}
+	kc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: h.Context}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("canary.split.httproute: kubernetes client config: %v; set canary.split.httproute.kubeconfig or $KUBECONFIG, or run in a pod with a service account", err)
+	}
+	kc.UserAgent = "headroom-canary"
+	if kc.Timeout == 0 {
+		kc.Timeout = 30 * time.Second // a hung API server must not hang a rollback
+	}
+	cs, err := gwclient.NewForConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("canary.split.httproute: %v", err)
+	}
+	return &canary.HTTPRouteSplit{Routes: cs.GatewayV1().HTTPRoutes(h.Namespace), Namespace: h.Namespace, Name: h.Name, Rule: h.Rule,
+		Baseline: h.Baseline, Candidate: h.Candidate, SessionHeader: cfg.Canary.SessionHeader}, nil
 }
 
 // afterCanary acts on a decided canary: a ready candidate is promoted

@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/headroom-bench/headroom/internal/canary"
@@ -140,6 +144,75 @@ func TestAfterCanaryPromotesReady(t *testing.T) {
 		}
 		if code != tc.code || strings.Join(p.calls, " ") != tc.calls {
 			t.Errorf("%s, %s: exit %d, calls %q; want %d, %q", tc.outcome, tc.promote, code, p.calls, tc.code, tc.calls)
+		}
+	}
+}
+
+// TestCanaryCommandRefusesRouteWithoutSessionPersistence runs `headroom
+// canary` with canary.split.type httproute against a loopback stand-in for
+// an API server whose route's rule has no session persistence: the canary
+// reads the route through the kubeconfig the run file names (relative to
+// its folder), refuses to begin, saying why, writes no weight and opens no
+// proxy.
+func TestCanaryCommandRefusesRouteWithoutSessionPersistence(t *testing.T) {
+	base, cand := startCanarySim(t, 1), startCanarySim(t, 2)
+	var mu sync.Mutex
+	var seen []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		mu.Unlock()
+		if r.Method != http.MethodGet || r.URL.Path != "/apis/gateway.networking.k8s.io/v1/namespaces/llm/httproutes/chat" {
+			http.Error(w, "not here", http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"chat","namespace":"llm","resourceVersion":"7"},
+"spec":{"rules":[{"backendRefs":[{"name":"vllm-today","port":8000},{"name":"vllm-cand","port":8000,"weight":0}]}]}}`)
+	}))
+	t.Cleanup(api.Close)
+	dir := t.TempDir()
+	kubeconfig := `apiVersion: v1
+kind: Config
+clusters: [{name: fake, cluster: {server: "` + api.URL + `"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: fake, context: {cluster: fake, user: u}}]
+current-context: fake
+`
+	if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(dir, "canary.yaml")
+	yaml := `version: 1
+recipe: {name: candidate-1, nodes: 1, gpus_per_node: 1, endpoint: ` + cand + `, model: m, metrics: [` + cand + `/metrics]}
+bar: {ttft_p90_s: 5, interactivity_p90_tps: 10, error_rate: 0.05}
+sweep: {ladder: [1], step_s: 1, window_s: 0.3, scrape_s: 0.1}
+canary:
+  baseline: {endpoint: ` + base + `, metrics: [` + base + `/metrics]}
+  shares: [0.05, 0.2]
+  hold_s: 0.9
+  session_header: X-Session-Id
+  split:
+    type: httproute
+    httproute: {namespace: llm, name: chat, baseline: vllm-today, candidate: vllm-cand, kubeconfig: kubeconfig}
+`
+	if err := os.WriteFile(run, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	var stdout, stderr bytes.Buffer
+	err := runWith(t, []string{"canary", "-f", run, "-o", out, "--exit-when-done"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "HTTPRoute llm/chat rule 0 has no sessionPersistence") || !strings.Contains(err.Error(), "lose its cache") || !strings.Contains(err.Error(), "sessionName: X-Session-Id") {
+		t.Fatalf("err %v, want the rule refused for want of session persistence\nstderr: %s", err, stderr.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(seen, ", ") != "GET /apis/gateway.networking.k8s.io/v1/namespaces/llm/httproutes/chat" {
+		t.Errorf("the API server was sent %v: want one read and no write", seen)
+	}
+	for _, f := range []string{"baseline.jsonl.gz", "candidate.jsonl.gz"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			t.Errorf("%s written: a gateway's split records nothing", f)
 		}
 	}
 }

@@ -109,12 +109,51 @@ type StepRecord struct {
 
 // Result is a finished canary.
 type Result struct {
-	Outcome string       `json:"outcome"`
-	Reason  string       `json:"reason"`
-	Steps   []StepRecord `json:"steps"`
-	Ticks   []Tick       `json:"ticks"`
-	Final   Snapshot     `json:"final"`
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason"`
+	Split   string `json:"split"` // what split the sessions
+	// ClientView is true when the canary's own router carried the
+	// requests, so the report holds what it saw of them.
+	ClientView bool         `json:"client_view"`
+	Steps      []StepRecord `json:"steps"`
+	Ticks      []Tick       `json:"ticks"`
+	// Final is the router's last state; with a gateway's split only its
+	// share (the canary saw no request).
+	Final Snapshot `json:"final"`
+	// Weights are the changes a gateway's split made to its weights, in
+	// order.
+	Weights []Write `json:"weights,omitempty"`
+	// Notes say what the report lacks and why (a gateway's split has no
+	// client view).
+	Notes []string `json:"notes,omitempty"`
 }
+
+// Split sends the candidate its share of new sessions: the canary's own
+// Router, or a gateway's weights (HTTPRouteSplit).
+type Split interface {
+	// SetShare gives the candidate share of the new sessions from now on;
+	// sessions already begun stay where they are. The first call begins
+	// the split and may refuse it.
+	SetShare(ctx context.Context, share float64) error
+	// Rollback sends every new session to the baseline at once.
+	Rollback(ctx context.Context) error
+	// Finish leaves the split as the outcome wants, once the canary is
+	// decided (or stopped).
+	Finish(ctx context.Context, outcome string) error
+	String() string
+}
+
+// routerSplit is the canary's own Router as a Split: after a rollback it
+// keeps routing at share 0, and after any outcome it keeps the share.
+type routerSplit struct{ rt *Router }
+
+func (s routerSplit) SetShare(_ context.Context, share float64) error {
+	s.rt.SetShare(share)
+	return nil
+}
+func (s routerSplit) Rollback(context.Context) error       { s.rt.Rollback(); return nil }
+func (s routerSplit) Finish(context.Context, string) error { return nil }
+func (s routerSplit) String() string                       { return "the canary's own router" }
 
 // Scraper reads one side's engines (signal.Scraper).
 type Scraper interface {
@@ -123,15 +162,24 @@ type Scraper interface {
 
 // Controller steps the share and judges both sides.
 type Controller struct {
-	Plan     Plan
-	Clock    *timescale.Clock
-	Router   *Router
+	Plan  Plan
+	Clock *timescale.Clock
+	// Router is the canary's own proxy: it splits the sessions unless
+	// Split is set, and what it saw of each request (its session, first
+	// byte, status) is carried into the judgement. Nil when a gateway
+	// splits: the canary then sees no request.
+	Router *Router
+	// Split, when set, gives the candidate its share instead of Router (a
+	// gateway's weights: HTTPRouteSplit).
+	Split    Split
 	Scrapers [2]Scraper // Baseline, Candidate
 	// OnTick, when set, sees every tick as it is decided (progress lines; a
 	// test's fault injection). It runs on the controller's goroutine.
 	OnTick func(Tick)
 	// Log receives scrape errors; nil discards them.
 	Log func(format string, args ...any)
+
+	share float64 // the candidate's share now, for a gateway's split
 }
 
 // Run runs the canary until it is decided or ctx ends. On a virtual clock
@@ -145,9 +193,19 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	split := c.Split
+	if split == nil {
+		if c.Router == nil {
+			return Result{}, errors.New("canary: a controller needs a router or a split")
+		}
+		split = routerSplit{c.Router}
+	}
 	origin := c.Clock.Now()
 	rel := func(t time.Duration) float64 { return (t - origin).Seconds() }
-	var res Result
+	res := Result{Split: split.String(), ClientView: c.Router != nil}
+	if c.Router == nil {
+		res.Notes = append(res.Notes, "The split is "+split.String()+": the canary saw no request, so the client's view is absent: no sessions, first bytes or statuses carried into the intervals (they carry the windows only), no request or session counts, each side's turns are its server's finished requests (requests the gateway could not deliver are not counted), and the kill switch's queue rule (per live session) is not read.")
+	}
 	var samples [2][]signal.Sample
 	scrape := func(at time.Duration) {
 		for side, s := range c.Scrapers {
@@ -161,11 +219,28 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 	}
 	step := 0
 	stepStart := c.Clock.Now()
-	c.Router.SetShare(p.Shares[0])
+	if err := split.SetShare(ctx, p.Shares[0]); err != nil {
+		return Result{}, fmt.Errorf("canary: %w", err)
+	}
+	c.share = p.Shares[0]
 	res.Steps = append(res.Steps, StepRecord{Share: p.Shares[0], StartS: rel(stepStart)})
 	endStep := func(outcome string, at time.Duration) {
 		s := &res.Steps[len(res.Steps)-1]
 		s.EndS, s.Outcome = rel(at), outcome
+	}
+	// done ends the canary: the split is left as the outcome wants, even
+	// when ctx has ended
+	done := func(outcome, why string) (Result, error) {
+		res.Outcome, res.Reason = outcome, why
+		if err := split.Finish(context.WithoutCancel(ctx), outcome); err != nil {
+			logf("canary: %v", err)
+			res.Reason += "; and the split was not put back: " + err.Error()
+		}
+		res.Final = c.snapshot()
+		if w, ok := split.(interface{ Writes() []Write }); ok {
+			res.Weights = w.Writes()
+		}
+		return res, nil
 	}
 	scrape(stepStart)
 	next := stepStart
@@ -174,8 +249,7 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 		next += p.Scrape
 		if err := c.Clock.SleepUntil(ctx, next); err != nil {
 			endStep(Stopped, c.Clock.Now())
-			res.Outcome, res.Reason, res.Final = Stopped, "stopped before the canary was decided: "+err.Error(), c.Router.Snapshot()
-			return res, nil
+			return done(Stopped, "stopped before the canary was decided: "+err.Error())
 		}
 		scrape(next)
 		if step == 0 && !begun {
@@ -184,14 +258,13 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 			// whose edge lacks them reads no data: the first share's
 			// judged time begins at the first scrape after its first
 			// answer ended.
-			if c.Router.Snapshot().Counts[Candidate].Finished == 0 {
+			if !c.answered(samples[Candidate]) {
 				stepStart = next
 				res.Steps[0].StartS = rel(next)
 				if p.MaxHold > 0 && next-origin >= p.MaxHold {
 					why := fmt.Sprintf("the candidate answered no request in %v at %g: the share is kept", next-origin, p.Shares[0])
 					endStep(Undecided, next)
-					res.Outcome, res.Reason, res.Final = Undecided, why, c.Router.Snapshot()
-					return res, nil
+					return done(Undecided, why)
 				}
 				continue
 			}
@@ -216,7 +289,8 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 		held := next - stepStart
 		switch {
 		case t.Miss != "" || t.Candidate.Verdict == verdict.Fail || t.NoWorse.Verdict == verdict.Fail:
-			c.Router.Rollback()
+			rollErr := split.Rollback(ctx)
+			c.share = 0
 			t.Decision = "rollback"
 			switch {
 			case t.Miss != "":
@@ -227,6 +301,10 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 				t.Why = "the candidate is worse than today with confidence: " + failedComparisons(t.NoWorse)
 			}
 			res.Outcome, res.Reason = Failed, t.Why+"; its share went back to 0"
+			if rollErr != nil {
+				logf("canary: rollback: %v", rollErr)
+				res.Reason += " (" + rollErr.Error() + ")"
+			}
 		case held >= p.Hold && t.Candidate.Verdict == verdict.Pass && t.NoWorse.Verdict == verdict.Pass:
 			if step == len(p.Shares)-1 {
 				t.Decision, t.Why = Ready, fmt.Sprintf("held the bar and no worse than today with confidence for %v at the last share (%g)", held, p.Shares[step])
@@ -240,27 +318,35 @@ func (c *Controller) Run(ctx context.Context) (Result, error) {
 		default:
 			t.Decision, t.Why = "hold", holdWhy(t, held, p.Hold)
 		}
-		t.Router = c.Router.Snapshot()
+		t.Router = c.snapshot()
 		res.Ticks = append(res.Ticks, t)
 		if c.OnTick != nil {
 			c.OnTick(t)
 		}
 		if res.Outcome != "" {
 			endStep(t.Decision, next)
-			res.Final = c.Router.Snapshot()
-			return res, nil
+			return done(res.Outcome, res.Reason)
 		}
 		if t.Decision == "raise" {
+			if err := split.SetShare(ctx, p.Shares[step+1]); err != nil {
+				// the share stays where it was: the canary stops rather
+				// than fight whoever holds the split now
+				endStep(Stopped, next)
+				logf("canary: raising to %g: %v", p.Shares[step+1], err)
+				return done(Stopped, fmt.Sprintf("the candidate was ready to be raised to %g, but the split refused: %v", p.Shares[step+1], err))
+			}
 			endStep("raise", next)
 			step++
 			stepStart = next
+			c.share = p.Shares[step]
 			// the new share is judged from here: what came before is
 			// read no more (its last sample is the next windows' edge)
-			c.Router.Forget(next)
+			if c.Router != nil {
+				c.Router.Forget(next)
+			}
 			for side := range samples {
 				samples[side] = since(samples[side], next)
 			}
-			c.Router.SetShare(p.Shares[step])
 			res.Steps = append(res.Steps, StepRecord{Share: p.Shares[step], StartS: rel(next)})
 		}
 	}
@@ -272,8 +358,11 @@ func (c *Controller) judge(step int, from, to time.Duration, samples [2][]signal
 	t := Tick{Step: step, Share: p.Shares[step]}
 	var js [2]judged
 	for side := range js {
-		obs := c.Router.Observations(side, from)
-		js[side] = judgeSide(p.Bar, p.Options, p.Window, samples[side], obs, from, to)
+		var obs []Observation
+		if c.Router != nil {
+			obs = c.Router.Observations(side, from)
+		}
+		js[side] = judgeSide(p.Bar, p.Options, p.Window, samples[side], obs, c.Router != nil, from, to)
 		s := Side{Verdict: js[side].step.Verdict, Step: js[side].step, Requests: len(obs)}
 		if side == Baseline {
 			t.Baseline = s
@@ -299,7 +388,30 @@ func (c *Controller) miss(samples []signal.Sample, from, now time.Duration) stri
 	if len(ws) == 0 {
 		return ""
 	}
-	return clearMiss(c.Plan.Kill, c.Plan.Bar, recent, ws[len(ws)-1], c.Router.Snapshot().Live[Candidate])
+	return clearMiss(c.Plan.Kill, c.Plan.Bar, recent, ws[len(ws)-1], c.snapshot().Live[Candidate])
+}
+
+// snapshot is the router's state, or only the share when a gateway splits
+// (the canary sees no request).
+func (c *Controller) snapshot() Snapshot {
+	if c.Router == nil {
+		return Snapshot{Share: c.share}
+	}
+	return c.Router.Snapshot()
+}
+
+// answered says whether the candidate has answered a request since the
+// canary began: the router's count, or with a gateway's split its own
+// server's finished requests rising past the first sample's.
+func (c *Controller) answered(samples []signal.Sample) bool {
+	if c.Router != nil {
+		return c.Router.Snapshot().Counts[Candidate].Finished > 0
+	}
+	if len(samples) == 0 {
+		return false
+	}
+	first, last := finishedOf(samples[0]), finishedOf(samples[len(samples)-1])
+	return last > first
 }
 
 // since keeps the samples taken at or after t, in a fresh slice.

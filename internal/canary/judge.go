@@ -20,9 +20,18 @@ type judged struct {
 // judgeSide judges one side on the windows of [from, to) from its own
 // engines' samples, with the client's view of its requests (what the
 // router saw), exactly as a recipe run judges a step (verdict.JudgeWith).
-func judgeSide(bar verdict.Bar, o verdict.Options, width time.Duration, samples []signal.Sample, obs []Observation, from, to time.Duration) judged {
+// Without a client view (a gateway split the sessions: seen is false) a
+// window's turns are the requests its server finished in it.
+func judgeSide(bar verdict.Bar, o verdict.Options, width time.Duration, samples []signal.Sample, obs []Observation, seen bool, from, to time.Duration) judged {
 	ws := signal.Windows(samples, from, to, width)
 	loads := make([]verdict.LoadWindow, len(ws))
+	if !seen {
+		for k, w := range ws {
+			n := int(math.Round(finished(w.Counter)))
+			loads[k] = verdict.LoadWindow{Planned: n, Sent: n}
+		}
+		return judged{windows: ws, loads: loads, step: verdict.JudgeWith(bar, ws, loads, nil, o)}
+	}
 	reqs := make([]verdict.Request, 0, len(obs))
 	for _, ob := range obs {
 		k := windowOf(ws, ob.Arrival)
@@ -48,6 +57,15 @@ func judgeSide(bar verdict.Bar, o verdict.Options, width time.Duration, samples 
 	}
 	return judged{windows: ws, loads: loads, step: verdict.JudgeWith(bar, ws, loads, reqs, o)}
 }
+
+// finished is the requests a server's counters say ended: those that
+// finished normally and those that failed (the kill switch's count too).
+func finished(counter map[string]float64) float64 {
+	return counter[signal.RequestsOK] + counter[signal.HTTP4xx] + counter[signal.HTTP5xx] + counter[signal.RequestsAborted] + counter[signal.RequestsFailed]
+}
+
+// finishedOf is finished on a sample's cumulative counters.
+func finishedOf(s signal.Sample) float64 { return finished(s.Counter) }
 
 func windowOf(ws []signal.Window, t time.Duration) int {
 	for k, w := range ws {

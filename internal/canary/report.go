@@ -36,9 +36,22 @@ func (r Result) Markdown() []byte {
 		}
 	}
 	f := r.Final
-	fmt.Fprintf(&b, "\nRequests: baseline %d (%d finished, %d not reached, %d sessions), candidate %d (%d finished, %d not reached, %d sessions); share now %g%%.\n",
-		f.Counts[Baseline].Requests, f.Counts[Baseline].Finished, f.Counts[Baseline].NotReached, f.Counts[Baseline].Sessions,
-		f.Counts[Candidate].Requests, f.Counts[Candidate].Finished, f.Counts[Candidate].NotReached, f.Counts[Candidate].Sessions, 100*f.Share)
+	if r.ClientView {
+		fmt.Fprintf(&b, "\nRequests: baseline %d (%d finished, %d not reached, %d sessions), candidate %d (%d finished, %d not reached, %d sessions); share now %g%%.\n",
+			f.Counts[Baseline].Requests, f.Counts[Baseline].Finished, f.Counts[Baseline].NotReached, f.Counts[Baseline].Sessions,
+			f.Counts[Candidate].Requests, f.Counts[Candidate].Finished, f.Counts[Candidate].NotReached, f.Counts[Candidate].Sessions, 100*f.Share)
+	} else {
+		fmt.Fprintf(&b, "\nRequests: not seen (the split is %s); share now %g%%.\n", r.Split, 100*f.Share)
+	}
+	if len(r.Weights) > 0 {
+		b.WriteString("\n## Weights set (baseline/candidate)\n\n| change | share | weights | resourceVersion |\n|---|---|---|---|\n")
+		for _, w := range r.Weights {
+			fmt.Fprintf(&b, "| %s | %g%% | %s | %s |\n", w.Why, 100*w.Share, w.Weights, w.ResourceVersion)
+		}
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\nNote: %s\n", n)
+	}
 	return b.Bytes()
 }
 

@@ -47,6 +47,52 @@ type Canary struct {
 	// or on_ready: a ready candidate is promoted the way headroom promote
 	// does (recipe.deploy.type kubernetes).
 	Promote string `json:"promote,omitempty"`
+	// Split is what sends the candidate its share: the canary's own proxy
+	// at listen (the default) or a Gateway API HTTPRoute's weights.
+	Split CanarySplit `json:"split,omitempty"`
+}
+
+// Canary split types.
+const (
+	CanarySplitProxy     = "proxy"
+	CanarySplitHTTPRoute = "httproute"
+)
+
+// CanaryWeightTotal is what the two backendRefs' weights of an HTTPRoute
+// split add up to: a share s is weights (1000(1-s), 1000s), so a share
+// under 1/1000 cannot be set.
+const CanaryWeightTotal = 1000
+
+// CanarySplit is how the candidate is given its share of new sessions.
+type CanarySplit struct {
+	// Type is proxy (the default: the agents talk to canary.listen, and
+	// the canary's own router splits whole sessions) or httproute (the
+	// agents talk to a gateway, and the canary sets the weights of two
+	// backendRefs of one rule of a Gateway API HTTPRoute).
+	Type string `json:"type,omitempty"`
+	// HTTPRoute names the route and its two backendRefs, for type
+	// httproute.
+	HTTPRoute *CanaryHTTPRoute `json:"httproute,omitempty"`
+}
+
+// CanaryHTTPRoute is the HTTPRoute whose weights split the traffic: the
+// rule at index Rule of spec.rules must have a backendRef named Baseline
+// and one named Candidate (and no other with a weight above 0), and
+// session persistence (spec.rules[].sessionPersistence).
+type CanaryHTTPRoute struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Rule is the index of the rule in spec.rules; default 0.
+	Rule int `json:"rule,omitempty"`
+	// Baseline and Candidate are the backendRefs' names (today's recipe's
+	// Service and the candidate's).
+	Baseline  string `json:"baseline"`
+	Candidate string `json:"candidate"`
+	// Kubeconfig and Context reach the API server; empty uses
+	// $KUBECONFIG, ~/.kube/config or the in-cluster service account, as
+	// kubectl does. A relative path is from the run file's folder.
+	Kubeconfig string `json:"kubeconfig,omitempty"`
+	Context    string `json:"context,omitempty"`
 }
 
 // CanarySide is one side's endpoint and metrics.
@@ -83,6 +129,9 @@ func (c *Canary) fillDefaults() {
 	}
 	if c.Promote == "" {
 		c.Promote = CanaryPromoteNever
+	}
+	if c.Split.Type == "" {
+		c.Split.Type = CanarySplitProxy
 	}
 }
 
@@ -150,6 +199,53 @@ func (r Run) checkCanary() []string {
 		}
 	default:
 		bad("promote", "must be never or on_ready, got %q", c.Promote)
+	}
+	return append(errs, checkSplit(c)...)
+}
+
+// checkSplit validates canary.split.
+func checkSplit(c *Canary) []string {
+	var errs []string
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, "canary.split."+field+": "+fmt.Sprintf(format, args...))
+	}
+	h := c.Split.HTTPRoute
+	switch c.Split.Type {
+	case CanarySplitProxy:
+		if h != nil {
+			bad("httproute", "is set but canary.split.type is proxy: set type: httproute to split through the route's weights, or remove it")
+		}
+		return errs
+	case CanarySplitHTTPRoute:
+	default:
+		return []string{fmt.Sprintf("canary.split.type: must be proxy (the canary's own router, the default) or httproute (a Gateway API HTTPRoute's weights), got %q", c.Split.Type)}
+	}
+	if h == nil {
+		bad("httproute", "type httproute needs the route: namespace, name, and the names of its two backendRefs, baseline and candidate (docs/canary.md)")
+		return errs
+	}
+	if h.Namespace == "" {
+		bad("httproute.namespace", "give the HTTPRoute's namespace")
+	}
+	if h.Name == "" {
+		bad("httproute.name", "give the HTTPRoute's name")
+	}
+	if h.Rule < 0 {
+		bad("httproute.rule", "is an index into the route's spec.rules, >= 0, got %d", h.Rule)
+	}
+	if h.Baseline == "" {
+		bad("httproute.baseline", "give the name of the rule's backendRef that serves today's recipe")
+	}
+	if h.Candidate == "" {
+		bad("httproute.candidate", "give the name of the rule's backendRef that serves the candidate")
+	}
+	if h.Baseline != "" && h.Baseline == h.Candidate {
+		bad("httproute.candidate", "names the same backendRef as baseline (%q): the two sides must be different backends", h.Baseline)
+	}
+	for i, s := range c.Shares {
+		if s > 0 && s < 1.0/CanaryWeightTotal {
+			errs = append(errs, fmt.Sprintf("canary.shares[%d]: %g is under what an HTTPRoute split can set (weights out of %d, so at least %g)", i, s, CanaryWeightTotal, 1.0/CanaryWeightTotal))
+		}
 	}
 	return errs
 }

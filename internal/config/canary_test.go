@@ -38,6 +38,14 @@ sweep: {ladder: [5], step_s: 300, window_s: 60, scrape_s: 5}
 		{"promote typo", ok + "  promote: always\n", []string{"canary.promote", "never or on_ready"}},
 		{"bad listen", ok + "  listen: nowhere\n", []string{"canary.listen"}},
 		{"unknown field", ok + "  weight: 3\n", []string{"weight"}},
+		// the split: proxy or httproute, and a route needs its names
+		{"split typo", ok + "  split: {type: gateway}\n", []string{"canary.split.type", "proxy", "httproute"}},
+		{"httproute without route", ok + "  split: {type: httproute}\n", []string{"canary.split.httproute", "namespace"}},
+		{"httproute missing names", ok + "  split: {type: httproute, httproute: {rule: -1}}\n", []string{"canary.split.httproute.namespace", "canary.split.httproute.name:", "canary.split.httproute.rule", "canary.split.httproute.baseline", "canary.split.httproute.candidate"}},
+		{"httproute same backend", ok + "  split: {type: httproute, httproute: {namespace: llm, name: chat, baseline: today, candidate: today}}\n", []string{"canary.split.httproute.candidate", "same backendRef"}},
+		{"httproute with proxy", ok + "  split: {httproute: {namespace: llm, name: chat, baseline: today, candidate: cand}}\n", []string{"canary.split.httproute", "type: httproute"}},
+		{"httproute share too fine", strings.Replace(ok, "[0.01, 0.05, 0.2]", "[0.0004, 0.05]", 1) + "  split: {type: httproute, httproute: {namespace: llm, name: chat, baseline: today, candidate: cand}}\n", []string{"canary.shares[0]", "out of 1000"}},
+		{"httproute unknown field", ok + "  split: {type: httproute, httproute: {namespace: llm, name: chat, baseline: today, candidate: cand, weight: 3}}\n", []string{"weight"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,6 +59,17 @@ sweep: {ladder: [5], step_s: 300, window_s: 60, scrape_s: 5}
 				}
 			}
 		})
+	}
+	if c.Split.Type != CanarySplitProxy || c.Split.HTTPRoute != nil {
+		t.Errorf("split %+v, want the proxy by default", c.Split)
+	}
+	// an HTTPRoute split, its rule defaulting to the first
+	r, err = Parse([]byte(live+ok+"  split: {type: httproute, httproute: {namespace: llm, name: chat, baseline: vllm-today, candidate: vllm-cand}}\n"), "canary.yaml")
+	if err != nil {
+		t.Fatalf("httproute split: %v", err)
+	}
+	if h := r.Canary.Split.HTTPRoute; r.Canary.Split.Type != CanarySplitHTTPRoute || h == nil || h.Namespace != "llm" || h.Name != "chat" || h.Rule != 0 || h.Baseline != "vllm-today" || h.Candidate != "vllm-cand" {
+		t.Errorf("httproute split read as %+v", r.Canary.Split)
 	}
 	// the built-in simulator is no live recipe to canary
 	if _, err := Parse(append(defaultYAML, []byte(ok)...), "sim.yaml"); err == nil || !strings.Contains(err.Error(), "canary.baseline") {
