@@ -13,15 +13,12 @@ func ModelLimits() map[string]string {
 		"(~80-100 s per ~100K-token turn), while its own P90 interactivity (10-12.5 tokens/s) and answers " +
 		"(~500 tokens) make a turn ~35-50 s and its 12 requests in flight at 10 sessions leave no think " +
 		"time to fill the rest; the model keeps the interactivity and the requests in flight, so it prices " +
-		"a million tokens at about half (and at n/a where no step passed outright)"
+		"a million tokens at about half"
 	heavy2 := "two copies hold heavy-only sessions until their KV caches run out (~13 heavy sessions a copy, " +
 		"2.39M tokens over ~170K each) or decode slows past the bar (15-18 sessions here): the synthesised heavy " +
 		"sessions extend a cached history by a few thousand tokens a turn (p90 8.6K new tokens), while " +
 		"the report's heavy-only sessions \"miss the bar on single long prompts\", uncached ones the " +
 		"workload does not send"
-	notEstablished := "today's ladder in the model starts at 10 sessions, which reads too close on " +
-		"interactivity (its interval touches 10 tokens/s) before 15 fails: no step passed, so capacity " +
-		"is not established and no price per session-hour is stated, only a floor with no upper end"
 	return map[string]string{
 		LimitKey(0, ColLimit): "the bar was set from this recipe at 10 sessions, TTFT 4.8 s + 10% and " +
 			"interactivity 12.5 - 20%, so TTFT has half the margin by construction; the model reads TTFT " +
@@ -31,9 +28,6 @@ func ModelLimits() map[string]string {
 			"recipe 0's load, so they hold about what two SGLang copies do (7 ≥ 20) and run out of " +
 			"interactivity at 20; the report's recipe 3 held only ~1.4x recipe 0, on TTFT, which its text " +
 			"does not explain (it found router and copy bugs, #557 and #558, while building it)",
-		LimitKey(0, ColSessionHour): notEstablished,
-		LimitKey(1, ColSessionHour): notEstablished,
-		LimitKey(5, ColSessionHour): notEstablished,
 		LimitKey(3, ColSessionHour): "$ per session-hour is the price over the capacity: the model's recipe 3 " +
 			"holds ~20 sessions (see its limiting part), not the report's ~14",
 		LimitKey(3, ColHeavy): heavy2,
@@ -45,14 +39,15 @@ func ModelLimits() map[string]string {
 			"GPU cache never evicts (as the report found), so the model gives both the same sweep: " +
 			"every step to 20 passes; the report's 6 missing 20 narrowly on TTFT while 7 passed is one " +
 			"run's difference",
+		LimitKey(0, ColLight): "the report's own numbers conflict: its light-only ≈ 4 sits below the 5 light " +
+			"sessions that today's mix of 10 carries inside a heavier load, and no contention model gives a " +
+			"mix more room than either of its halves (the report: \"mixes aren't additive\"); light-only " +
+			"sessions on one vLLM engine hold the bar to ~11-13 in the model",
 		LimitKey(5, ColKVPeak): "10 sessions keep ~11 requests in flight with ~100K tokens of context each, " +
 			"~1.2M tokens at the peak; under half of the cache needs more than 2.4M tokens, more than the " +
 			"16 cards hold for a GLM-4.5-shaped model (376 KB a token) after the weights; the model's " +
 			"cache is that bound, so it peaks just over half (mean under half) and, as in the report, " +
 			"never evicts at 10 sessions, so the host cache adds nothing",
-		LimitKey(0, ColTarget): "the 10-session step reads too close on interactivity and the 15-session " +
-			"step fails, so the capacity interval runs from below the ladder up to 15 and touches the " +
-			"target: too close, where the report's interval stayed below it",
 		LimitKey(3, ColTarget): "follows recipe 3's capacity: the model holds ~20 (see its limiting part)",
 		LimitKey(6, ColStress): "follows recipe 6's limiting part: the model gives 6 and 7 one sweep, " +
 			"which passes 20",
