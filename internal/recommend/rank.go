@@ -67,6 +67,9 @@ type Ranked struct {
 	BelowFirst bool `json:"below_first,omitempty"`
 	// NotEstablished: no step passed, so no capacity was measured.
 	NotEstablished bool `json:"not_established,omitempty"`
+	// HiOpen: the capacity interval's upper end was not measured (the
+	// top of the ladder held there): it is a floor, not a bound.
+	HiOpen bool `json:"hi_open,omitempty"`
 	FirstStep      int  `json:"first_step_sessions,omitempty"`
 	// TargetVerdict is the target step's verdict from the capacity interval.
 	TargetVerdict verdict.Verdict `json:"target_verdict,omitempty"`
@@ -166,7 +169,7 @@ func assess(o Outcome) Ranked {
 	if len(s.Steps) > 0 {
 		r.Capacity = &Interval{Center: c.Sessions, Lo: c.Lo, Hi: c.Hi}
 		r.LimitedBy, r.AtLeast, r.BelowFirst, r.FirstStep = c.LimitedBy, c.AtLeast, c.BelowFirst, s.Steps[0].Sessions
-		r.NotEstablished = c.NotEstablished
+		r.NotEstablished, r.HiOpen = c.NotEstablished, c.HiOpen
 	}
 	if cost := sessionHour(s.Cost, c); cost != nil {
 		r.USDPerSessionHour = cost

@@ -136,3 +136,16 @@ func TestSimulateKeepsOrder(t *testing.T) {
 		t.Errorf("%d progress lines, want 5:\n%s", n, progress.String())
 	}
 }
+
+// TestCapacityOpenAbove: a candidate whose capacity interval runs to the top
+// of its ladder unmeasured (the top step held; the crossing was
+// interpolated below it) read "22.4 (21.35-24)" in recommend's table, a
+// closed interval, and its cost "2.57 (0.00-2.70)" then had no reason
+// shown for its floor of 0; the capacity now reads "21.35->=24".
+func TestCapacityOpenAbove(t *testing.T) {
+	o := outcome(1, 32, sweep.Capacity{Sessions: 22.4, Lo: 21.35, Hi: 24, HiOpen: true, LimitedBy: "ttft"}, 15)
+	res := Rank(Space{File: "s.yaml"}, []Outcome{o})
+	if got := capacityText(res.Candidates[0]); got != "22.4 (21.35->=24)" {
+		t.Errorf("capacity %q, want 22.4 (21.35->=24)", got)
+	}
+}

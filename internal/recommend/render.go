@@ -99,7 +99,11 @@ func capacityText(c Ranked) string {
 	case c.NotEstablished:
 		return fmt.Sprintf("not established (0-%s)", num(c.Capacity.Hi))
 	}
-	return fmt.Sprintf("%s (%s-%s)", num(c.Capacity.Center), num(c.Capacity.Lo), num(c.Capacity.Hi))
+	hi := num(c.Capacity.Hi)
+	if c.HiOpen {
+		hi = ">=" + hi // the top of the interval was not measured
+	}
+	return fmt.Sprintf("%s (%s-%s)", num(c.Capacity.Center), num(c.Capacity.Lo), hi)
 }
 
 func targetText(c Ranked) string {
