@@ -9,11 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -67,7 +67,12 @@ func serveBench() {
 	fmt.Println(ln.Addr().String())
 	usage := []byte(fmt.Sprintf(`data: {"id":"chatcmpl-9f1c2a7b","object":"chat.completion.chunk","created":1732000000,"model":"bench","choices":[],"usage":{"prompt_tokens":1000,"total_tokens":%d,"completion_tokens":%d,"prompt_tokens_details":{"cached_tokens":512}}}`+"\n\ndata: [DONE]\n\n", 1000+benchTokens, benchTokens))
 	usageSpaced := []byte(fmt.Sprintf(`data: {"id": "chatcmpl-9f1c2a7b", "object": "chat.completion.chunk", "created": 1732000000, "model": "bench", "choices": [], "usage": {"prompt_tokens": 1000, "total_tokens": %d, "completion_tokens": %d, "prompt_tokens_details": {"cached_tokens": 512}}}`+"\n\ndata: [DONE]\n\n", 1000+benchTokens, benchTokens))
+	var delays serverDelays
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/stats" {
+			delays.ServeHTTP(w, r)
+			return
+		}
 		io.Copy(io.Discard, r.Body)
 		h := w.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -77,13 +82,23 @@ func serveBench() {
 		if strings.HasPrefix(r.URL.Path, "/spaced/") {
 			chunk, last = benchChunkSpaced, usageSpaced
 		}
-		h.Set(firstChunkHeader, strconv.FormatInt(time.Now().UnixNano(), 10))
+		if i := strings.Index(r.URL.Path, "/prefill-"); i >= 0 {
+			// /paced/prefill-<ms>/...: wait that long before the first token
+			ms, _, _ := strings.Cut(r.URL.Path[i+len("/prefill-"):], "/")
+			n, _ := strconv.Atoi(ms)
+			time.Sleep(time.Duration(n) * time.Millisecond)
+		}
+		t0 := time.Now()
+		h.Set(firstChunkHeader, strconv.FormatInt(t0.UnixNano(), 10))
 		for i := range benchTokens {
 			if paced && i > 0 {
 				time.Sleep(pacedInterval)
 			}
 			w.Write(chunk)
 			fl.Flush()
+			if i == 0 {
+				delays.add(t0.UnixNano(), time.Since(t0))
+			}
 		}
 		w.Write(last)
 	})}
@@ -188,16 +203,50 @@ func BenchmarkStreamPaced(b *testing.B) {
 }
 
 func benchStreams(b *testing.B, base string, streams int, spread time.Duration) {
+	benchStreamsStamped(b, base, streams, spread, stampKernel)
+}
+
+// How a benchmark's client stamps tokens, for side-by-side runs.
+const (
+	stampKernel = "kernel" // the client as it is: the kernel's receive time
+	stampRead   = "read"   // the connection's read's return
+	stampParse  = "parse"  // the token's parse, as before stampConn
+)
+
+// benchStreamsStamped is benchStreams with tokens stamped as stamp says.
+func benchStreamsStamped(b *testing.B, base string, streams int, spread time.Duration, stamp string) {
 	c := NewClient(base, "bench")
 	defer c.Close()
+	switch plain := (&net.Dialer{}).DialContext; stamp {
+	case stampParse:
+		c.http.Transport.(*http.Transport).DialContext = plain
+	case stampRead:
+		c.http.Transport.(*http.Transport).DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := plain(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &stampConn{Conn: conn}, nil
+		}
+	}
 	c.http.Transport = stampTransport{c.http.Transport}
 	promptText := []byte("a short placeholder prompt for the benchmark")
 	total := max(b.N, streams)
+	// errs is the stamp error; wake is its part before the transport's
+	// read loop saw the answer's first byte (the server, the kernel, the
+	// read loop's wake-up), hand the part after (the read loop handing the
+	// response to the request's goroutine, that goroutine's wake-up, its
+	// read and parse).
 	errs := make([]time.Duration, total)
+	stamps := make([]int64, total)
+	wake := make([]time.Duration, total)
+	hand := make([]time.Duration, total)
 	var next, tokens, failed atomic.Int64
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
+	fetchServerDelays(rootURL(base)) // forget the warm-up's
 	runtime.ReadMemStats(&ms0)
+	rt0 := readRuntime()
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	var wg sync.WaitGroup
@@ -210,33 +259,46 @@ func benchStreams(b *testing.B, base string, streams int, spread time.Duration) 
 					return
 				}
 				var stamp int64
+				var firstByte time.Time
 				ctx := context.WithValue(context.Background(), stampKey{}, &stamp)
+				ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotFirstResponseByte: func() { firstByte = time.Now() }})
 				res := c.Stream(ctx, promptText, benchTokens, time.Minute)
 				if res.Error != "" {
 					failed.Add(1)
 					continue
 				}
 				tokens.Add(int64(res.Chunks))
-				errs[i] = res.First.Sub(time.Unix(0, stamp))
+				sent := time.Unix(0, stamp)
+				stamps[i], errs[i], wake[i], hand[i] = stamp, res.First.Sub(sent), firstByte.Sub(sent), res.First.Sub(firstByte)
 			}
 		})
 	}
 	wg.Wait()
 	b.StopTimer()
 	cpu := cpuTime() - cpu0
+	rt := rt0.to(readRuntime())
 	runtime.ReadMemStats(&ms1)
 	if failed.Load() > 0 {
 		b.Fatalf("%d of %d streams failed", failed.Load(), total)
 	}
 	n := float64(tokens.Load())
-	slices.Sort(errs)
-	q := func(p float64) float64 { return float64(errs[int(p*float64(len(errs)-1))].Microseconds()) }
+	_, wake99, _ := stampQuantiles(wake)
+	_, hand99, _ := stampQuantiles(hand)
 	b.ReportMetric(n/cpu.Seconds(), "tok/cpu-s")
 	b.ReportMetric(float64(ms1.Mallocs-ms0.Mallocs)/n, "allocs/tok")
 	b.ReportMetric(float64(ms1.TotalAlloc-ms0.TotalAlloc)/n, "B/tok")
-	b.ReportMetric(q(0.5), "ttft-err-p50-µs")
-	b.ReportMetric(q(0.99), "ttft-err-p99-µs")
-	b.ReportMetric(q(1), "ttft-err-max-µs")
+	b.ReportMetric(wake99, "to-readloop-p99-µs")
+	b.ReportMetric(hand99, "readloop-to-stamp-p99-µs")
+	rt.report(b, total)
+	(&stampErrors{stamps, errs}).report(b, rootURL(base))
+}
+
+// rootURL is base (http://host:port/...) cut to http://host:port.
+func rootURL(base string) string {
+	if i := strings.IndexByte(base[len("http://"):], '/'); i >= 0 {
+		return base[:len("http://")+i]
+	}
+	return base
 }
 
 // BenchmarkCorpus reads the shared corpus of 474 real traces and builds the

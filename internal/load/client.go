@@ -55,7 +55,7 @@ func NewClient(base, model string) *Client { return NewClientConn(base, model, t
 func NewClientConn(base, model string, conn transport.Conn) *Client {
 	tr := &http.Transport{
 		Proxy:               nil, // traffic goes only where the run file says
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         stampDial((&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext),
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 4096,
 		IdleConnTimeout:     90 * time.Second,
@@ -95,7 +95,9 @@ type Result struct {
 	// refusal or a tool call), reasoning beside it or not. They sum to Chunks.
 	ReasoningChunks, AnswerChunks int
 	// First and Last are the first and last token of any kind: a reasoning
-	// model's first thought is its first token, as engines count TTFT.
+	// model's first thought is its first token, as engines count TTFT. On
+	// the wall clock they are when the token's bytes reached the socket
+	// (the kernel's receive time where it gives one, stream_stamp.go).
 	First, Last time.Time
 	// FirstAnswer is the first answer token; zero when none came.
 	FirstAnswer   time.Time
@@ -176,7 +178,13 @@ func (c *Client) stream(ctx context.Context, body *chatBody, deadline time.Durat
 		}
 		return res
 	}
-	req, err := http.NewRequestWithContext(rctx, http.MethodPost, c.url, body)
+	reqCtx := rctx
+	var conn *connTrace
+	if c.clock == nil {
+		conn = new(connTrace) // stamps come from the connection's reads (stream_stamp.go)
+		reqCtx = conn.with(rctx)
+	}
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, c.url, body)
 	if err != nil {
 		return fail(ErrConnect, err)
 	}
@@ -207,7 +215,7 @@ func (c *Client) stream(ctx context.Context, body *chatBody, deadline time.Durat
 		}
 		return fail(class, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(detail)))
 	}
-	done, err := c.read(resp.Body, &res)
+	done, err := c.read(resp.Body, &res, conn)
 	if err != nil {
 		return fail(ErrStream, err)
 	}

@@ -45,14 +45,19 @@ type stampedBody interface {
 	Stamped() func() time.Time
 }
 
-// read consumes the SSE stream, stamping the first and last token times.
-func (c *Client) read(body io.Reader, res *Result) (done bool, err error) {
+// read consumes the SSE stream, stamping the first and last token times:
+// with the instant the connection's read brought a token's line when conn
+// knows it (on the wall clock), else with the client's clock as the line
+// is parsed.
+func (c *Client) read(body io.Reader, res *Result, conn *connTrace) (done bool, err error) {
 	br := c.readers.Get().(*bufio.Reader)
 	br.Reset(body)
 	defer func() { br.Reset(nil); c.readers.Put(br) }()
 	now := c.now
 	if sb, ok := body.(stampedBody); ok && c.clock != nil {
 		now = sb.Stamped()
+	} else if c.clock == nil {
+		now = conn.now(now)
 	}
 	return readSSEAt(br, res, now)
 }
