@@ -118,6 +118,22 @@ func TestChartShards(t *testing.T) {
 		t.Errorf("headless Service selects %v; want this revision's run pods (labels %v)", svc.Spec.Selector, pod.Labels)
 	}
 
+	// headroom's own /metrics is served by shard 0 alone (the other pods
+	// replay lanes and serve no /metrics): the metrics
+	// Service and the PodMonitor select that pod, not N pods of which N-1
+	// refuse every scrape
+	for _, o := range rest {
+		if m, ok := o.obj.(*corev1.Service); ok {
+			if m.Spec.Selector["batch.kubernetes.io/job-completion-index"] != "0" || !matches(m.Spec.Selector, withIndex(pod.Labels, "0")) {
+				t.Errorf("metrics Service %s selects %v; want shard 0's pod alone (completion index 0)", m.Name, m.Spec.Selector)
+			}
+		}
+	}
+	pm, err := helm(t, "template", "headroom", chartDir, "--namespace", "bench", "--set", "shards=4", "--set", "persistence.accessModes={ReadWriteMany}", "--set", "metrics.podMonitor.enabled=true", "--show-only", "templates/podmonitor.yaml")
+	if err != nil || !strings.Contains(string(pm), `batch.kubernetes.io/job-completion-index: "0"`) {
+		t.Errorf("PodMonitor (err %v) does not select shard 0's pod alone:\n%s", err, pm)
+	}
+
 	cfg, _ := parseRunFile(t, find[corev1.ConfigMap](objs, "ConfigMap")[0].Data["run.yaml"])
 	want := "http://headroom-1-0.headroom-shards.bench.svc:7070"
 	if cfg.Sweep.Shards != 4 || cfg.Sweep.Shard.Listen != ":7070" || cfg.Sweep.Shard.Coordinator != want {
@@ -191,10 +207,21 @@ func TestChartShardsRefuses(t *testing.T) {
 		{append([]string{"--set", "shards=4", "--set", "run.sweep.shard.listen=:7070"}, rwx...), "chart's to set with shards > 1"},
 		{append([]string{"--set", "shards=4", "--set", "run.time_scale=virtual"}, rwx...), "cannot share a virtual clock"},
 		{append([]string{"--set", "shards=4", "--set", "shardPort=9464"}, rwx...), "shardPort and metrics.port are both 9464"},
+		{append([]string{"--set", "shards=2", "--set", `job.podLabels.headroom\.dev/job=mine`}, rwx...), "job.podLabels sets headroom.dev/job"},
 	} {
 		_, err := helm(t, append([]string{"template", "headroom", chartDir}, bad.args...)...)
 		if err == nil || !strings.Contains(err.Error(), bad.msg) {
 			t.Errorf("helm template %v: %v, want an error saying %q", bad.args, err, bad.msg)
 		}
 	}
+}
+
+// withIndex is labels with the completion index Kubernetes sets on an
+// Indexed Job's pod K.
+func withIndex(labels map[string]string, k string) map[string]string {
+	out := map[string]string{"batch.kubernetes.io/job-completion-index": k}
+	for key, v := range labels {
+		out[key] = v
+	}
+	return out
 }

@@ -334,7 +334,11 @@ func checkRelease(t *testing.T, objs []typedDoc, appVersion string) {
 
 	// headroom's own metrics: the Service and monitors reach the port.
 	for _, svc := range find[corev1.Service](objs, "Service") {
-		if !matches(svc.Spec.Selector, pod.Labels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
+		labels := pod.Labels
+		if job.Spec.CompletionMode != nil && *job.Spec.CompletionMode == batchv1.IndexedCompletion {
+			labels = withIndex(labels, "0") // Kubernetes labels an Indexed Job's pods with their index
+		}
+		if !matches(svc.Spec.Selector, labels) || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "metrics" {
 			t.Errorf("Service %s does not reach the Job's metrics port (selector %v, pod labels %v)", svc.Name, svc.Spec.Selector, pod.Labels)
 		}
 		for _, sm := range find[serviceMonitor](objs, "ServiceMonitor") {
