@@ -69,8 +69,8 @@ type Ranked struct {
 	NotEstablished bool `json:"not_established,omitempty"`
 	// HiOpen: the capacity interval's upper end was not measured (the
 	// top of the ladder held there): it is a floor, not a bound.
-	HiOpen bool `json:"hi_open,omitempty"`
-	FirstStep      int  `json:"first_step_sessions,omitempty"`
+	HiOpen    bool `json:"hi_open,omitempty"`
+	FirstStep int  `json:"first_step_sessions,omitempty"`
 	// TargetVerdict is the target step's verdict from the capacity interval.
 	TargetVerdict verdict.Verdict `json:"target_verdict,omitempty"`
 	// USDPerSessionHour is the hourly price over capacity, its interval from
