@@ -325,11 +325,31 @@ func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX floa
 	return out, endX, endY
 }
 
+// tipInterval is a step's interval in a tooltip: "lo–hi", or open on the
+// bad side when the kill switch cut its run short.
+func tipInterval(m stepMetric, st Step) string {
+	v := m.value(st)
+	if part, ok := partOf(st, m.id); ok && part.CutShort {
+		if m.higherIsBetter {
+			return "≤ " + num(v.Hi*m.scale) + ", cut short"
+		}
+		return "≥ " + num(v.Lo*m.scale) + ", cut short"
+	}
+	return num(v.Lo*m.scale) + "–" + num(v.Hi*m.scale)
+}
+
 // whisker draws a step's 95% interval at x, with an arrow where the top is
 // cut, and marks an interval that is exactly one histogram bucket.
 func (g chartGeom) whisker(m stepMetric, st Step, x float64, col string, thin bool) {
 	p := g.p
 	v := m.value(st)
+	cut := false
+	if part, ok := partOf(st, m.id); ok && part.CutShort {
+		// the kill switch ended the run: the bad side is open (to the
+		// axis for a part where higher is better, past the top otherwise)
+		cut = true
+		v.Lo, v.Hi = part.Bounds()
+	}
 	lo, _ := p.clampY(v.Lo * m.scale)
 	hi, cutHi := p.clampY(v.Hi * m.scale)
 	if math.IsNaN(v.Lo) {
@@ -354,10 +374,14 @@ func (g chartGeom) whisker(m stepMetric, st Step, x float64, col string, thin bo
 		p.add(`<polygon points="%.1f,%.1f %.1f,%.1f %.1f,%.1f" fill="%s"/>`+"\n", x, yhi-2, x+6, yhi+8, x-6, yhi+8, col)
 		// an earlier run's whisker stands left of the pooled one: its value
 		// goes on its left, the pooled one's on its right
+		top := "↑ " + num(v.Hi*m.scale)
+		if cut && math.IsInf(v.Hi, 1) {
+			top = "↑ cut short"
+		}
 		if thin {
-			p.label(x-9, yhi+14, "end", `font-size="13" fill="`+col+`"`, "↑ "+num(v.Hi*m.scale))
+			p.label(x-9, yhi+14, "end", `font-size="13" fill="`+col+`"`, top)
 		} else {
-			p.label(x+9, yhi+14, "start", `font-size="13" fill="`+col+`"`, "↑ "+num(v.Hi*m.scale))
+			p.label(x+9, yhi+14, "start", `font-size="13" fill="`+col+`"`, top)
 		}
 	} else {
 		p.add(`<path d="M%.1f %.1f H%.1f" stroke="%s" stroke-width="%.1f"%s/>`+"\n", x-6, yhi, x+6, col, width, dash)
@@ -445,7 +469,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		g.whisker(m, st, x, colMuted, true)
 		cy, _ := p.clampY(v.Center * m.scale)
 		vd := m.verdictOf(st)
-		tip := fmt.Sprintf("%d sessions, first run (the repeat pools both): %s %s, %s %s (95%% interval %s–%s)", st.Sessions, m.id, verdictWords(vd), num(v.Center*m.scale), m.unit, num(v.Lo*m.scale), num(v.Hi*m.scale))
+		tip := fmt.Sprintf("%d sessions, first run (the repeat pools both): %s %s, %s %s (95%% interval %s)", st.Sessions, m.id, verdictWords(vd), num(v.Center*m.scale), m.unit, tipInterval(m, st))
 		p.add(`<g class="first-run"><title>%s</title>%s</g>`+"\n", esc(tip), hollowMarker(string(vd), x, p.py(cy), 6))
 	}
 
@@ -458,7 +482,7 @@ func stepChart(s Summary, m stepMetric, width float64) string {
 		if len(earlier) > 0 && repeated(q.st, earlier) {
 			what = ", both runs pooled"
 		}
-		tip := fmt.Sprintf("%d sessions%s: %s %s, %s %s (95%% interval %s–%s)", q.st.Sessions, what, m.id, verdictWords(vd), num(v.Center*m.scale), m.unit, num(v.Lo*m.scale), num(v.Hi*m.scale))
+		tip := fmt.Sprintf("%d sessions%s: %s %s, %s %s (95%% interval %s)", q.st.Sessions, what, m.id, verdictWords(vd), num(v.Center*m.scale), m.unit, tipInterval(m, q.st))
 		p.add(`<g class="step"><title>%s</title>%s</g>`+"\n", esc(tip), marker(string(vd), q.x, q.y, 7))
 		if _, cut := p.clampY(v.Center * m.scale); cut {
 			p.label(q.x-10, q.y+5, "end", `font-size="13" fill="`+colInk+`"`, "↑ "+num(v.Center*m.scale))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/notify"
+	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/sweep"
 	"github.com/headroom-bench/headroom/internal/verdict"
 )
@@ -241,5 +242,23 @@ func TestRebuiltSummaryReadsCapacityAsTheRun(t *testing.T) {
 	want := sweep.CapacityOf(sweep.Points(steps))
 	if !r.Partial || r.Summary.Capacity.String() != want.String() {
 		t.Errorf("rebuilt capacity %q, the run's %q", r.Summary.Capacity, want)
+	}
+}
+
+// A part whose run the kill switch cut short shows its interval open on
+// the bad side, as verdict.Part.Bounds claims it: never an upper end on
+// TTFT, or a lower end on interactivity, that the run did not measure.
+func TestCutShortIntervalReadsOpen(t *testing.T) {
+	ttft := verdict.Part{Name: verdict.PartTTFT, Verdict: verdict.TooClose, CutShort: true, Value: stats.Summary{Center: 7.68, Lo: 1.42, Hi: 10.95}}
+	inter := verdict.Part{Name: verdict.PartInteractivity, Verdict: verdict.TooClose, CutShort: true, Value: stats.Summary{Center: 8, Lo: 4.92, Hi: 13.29}}
+	closed := ttft
+	closed.CutShort = false
+	for _, c := range []struct {
+		p    verdict.Part
+		want string
+	}{{ttft, "≥ 1.42 s (cut short)"}, {inter, "≤ 13.3 tokens/s (cut short)"}, {closed, "1.42–10.9 s"}} {
+		if got := partInterval(c.p); got != c.want {
+			t.Errorf("%s (cut short %v): interval %q, want %q", c.p.Name, c.p.CutShort, got, c.want)
+		}
 	}
 }

@@ -290,11 +290,12 @@ func (c *Coverage) score(sums []report.Summary, bar verdict.Bar, gpus int) {
 					parts[p.Name][st.Sessions] = a
 				}
 				a.n++
-				a.centers, a.lo, a.hi = append(a.centers, p.Value.Center), append(a.lo, p.Value.Lo), append(a.hi, p.Value.Hi)
+				lo, hi := p.Bounds() // a run cut short claims its bad side open
+				a.centers, a.lo, a.hi = append(a.centers, p.Value.Center), append(a.lo, lo), append(a.hi, hi)
 				switch {
-				case p.Value.Lo > t:
+				case lo > t:
 					a.ab++
-				case p.Value.Hi < t:
+				case hi < t:
 					a.be++
 				default:
 					a.covered++

@@ -81,7 +81,16 @@ func judgeKilled(st verdict.Step, part, why, who, tail string) verdict.Step {
 	read := ""
 	for i := range st.Parts {
 		q := &st.Parts[i]
+		if q.Name == verdict.PartTTFT || q.Name == verdict.PartInteractivity {
+			// what the run did not measure would have read worse: the
+			// interval it claims is open on the bad side (Part.Bounds)
+			q.CutShort = true
+		}
 		if q.Name != part {
+			if q.CutShort && q.Verdict == verdict.Pass {
+				q.Verdict = verdict.TooClose
+				q.Value.Warnings = append(q.Value.Warnings, "the kill switch ended a run of this step ("+why+"): the windows it did not run would have read no better, so this part's interval is open on the bad side and it reads too close, not pass")
+			}
 			continue
 		}
 		switch q.Verdict {

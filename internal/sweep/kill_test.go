@@ -2,6 +2,7 @@ package sweep
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -171,4 +172,40 @@ func hasWarning(ws []string, phrase string) bool {
 		}
 	}
 	return false
+}
+
+// A run the kill switch cut short measured only the windows before the
+// queue ran away: what it did not measure would have read worse. Its
+// latency parts' intervals are open on that side (verdict.Part.Bounds), so
+// they never claim an upper end on TTFT or a lower end on interactivity
+// that the run did not reach; the coverage study found 24 of 40 killed or
+// repeated 12-session intervals wholly below a pooled truth of 18.3 s. A
+// latency part that the kill did not watch cannot pass either.
+func TestACutShortRunsIntervalIsOpenOnTheBadSide(t *testing.T) {
+	p := judgedPlan()
+	healthy := func(n int) []map[string]float64 { return gaugeRun(n, map[string]float64{running: 4, waiting: 0}) }
+	why := "P90 TTFT of the last window 37.4s is past 4 times the bar"
+	cut := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 20, Killed: why, KilledBy: verdict.PartTTFT},
+		scrapes(healthy(5)), turns(20*time.Second))
+	clean := JudgeStep(p, StepResult{Index: 3, Sessions: 4, RepeatOf: -1, End: 60}, scrapes(healthy(13)), turns(60*time.Second))
+	for _, name := range []string{verdict.PartTTFT, verdict.PartInteractivity} {
+		q, ok := cut.Judged.Part(name)
+		if !ok {
+			t.Fatalf("the cut-short run has no %s part", name)
+		}
+		lo, hi := q.Bounds()
+		t.Logf("%s: %s, measured [%.3g, %.3g], claimed [%.3g, %.3g]", name, q.Verdict, q.Value.Lo, q.Value.Hi, lo, hi)
+		if !q.CutShort {
+			t.Errorf("%s: not marked cut short", name)
+		}
+		if q.Verdict == verdict.Pass {
+			t.Errorf("%s passes on a run cut short", name)
+		}
+		if name == verdict.PartTTFT && !math.IsInf(hi, 1) || name == verdict.PartInteractivity && lo != 0 {
+			t.Errorf("%s: claimed interval [%g, %g] is closed on the bad side", name, lo, hi)
+		}
+		if c, _ := clean.Judged.Part(name); c.CutShort || c.Verdict != verdict.Pass {
+			t.Errorf("%s of a run not cut short: cut short %v, %s; want a closed interval that passes", name, c.CutShort, c.Verdict)
+		}
+	}
 }

@@ -94,6 +94,26 @@ type Part struct {
 	// AtLimit is true when the part would have passed but the engine
 	// preempted requests in the step (Step.Preemptions): it reads too close.
 	AtLimit bool `json:"at_limit,omitempty"`
+	// CutShort is true when the kill switch ended a run of the step: the
+	// value and interval are what the windows measured before it, and the
+	// windows it did not measure would have read worse (it stopped because
+	// the queue was running away), so the truth may lie past the interval
+	// on the bad side. Bounds gives the interval with that side open.
+	CutShort bool `json:"cut_short,omitempty"`
+}
+
+// Bounds is the part's interval as it may be claimed: Value's bounds, with
+// the bad side open when the run was cut short (TTFT and errors up to
+// +Inf, interactivity down to 0).
+func (p Part) Bounds() (lo, hi float64) {
+	lo, hi = p.Value.Lo, p.Value.Hi
+	if !p.CutShort {
+		return lo, hi
+	}
+	if p.Name == PartInteractivity {
+		return 0, hi
+	}
+	return lo, math.Inf(1)
 }
 
 // DerivedSource is the interactivity part's source when its per-request
