@@ -20,7 +20,6 @@ import (
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/timescale"
 	"github.com/headroom-bench/headroom/internal/transport"
-	"github.com/headroom-bench/headroom/internal/verdict"
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 	gwclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -100,9 +99,7 @@ stopped before the decision.`,
 // canaryPlan turns the run file into the canary's plan.
 func canaryPlan(cfg config.Run) canary.Plan {
 	c := cfg.Canary
-	opts := verdict.DefaultOptions()
-	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
-	opts.ClientErrors = cfg.Bar.ClientErrors
+	opts := rig.VerdictOptions(cfg)
 	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	return canary.Plan{
 		Shares: c.Shares, Hold: sec(c.HoldS), MaxHold: sec(c.MaxHoldS),

@@ -70,7 +70,8 @@ type Bar struct {
 	// reports no HTTP status counters (SGLang alone); the report says so.
 	ClientErrors bool `json:"client_errors,omitempty"`
 	// AllowPreemptions lets latency pass in a step whose engine preempted
-	// requests for lack of KV cache; by default such a step reads too close.
+	// requests for lack of KV cache or whose KV cache use reached
+	// sweep.kv_full; by default such a step reads too close.
 	AllowPreemptions bool `json:"allow_preemptions,omitempty"`
 }
 
@@ -154,7 +155,9 @@ type Sweep struct {
 	// Kill ends a step early when the recipe clearly cannot carry it.
 	Kill Kill `json:"kill"`
 	// KVFull stops the sweep after a step whose KV cache use averaged at least
-	// this share; 0 turns it off.
+	// this share, and keeps latency from passing in a step whose KV cache
+	// use reached it in any scrape (bar.allow_preemptions lifts that); 0
+	// turns both off.
 	KVFull float64 `json:"kv_full"`
 	// GPUWindowMin is the GPU time the recipe gets, rollout and rollback
 	// included; the plan must fit in it.

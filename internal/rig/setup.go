@@ -29,12 +29,19 @@ func remaining(ladder []int, done []sweep.StepResult) []int {
 	return out
 }
 
-// SweepPlan turns the run file's sweep into the sweep's plan.
-func SweepPlan(cfg config.Run) sweep.Plan {
+// VerdictOptions are the run file's judging options, the same for a
+// recipe run's steps and a canary's windows.
+func VerdictOptions(cfg config.Run) verdict.Options {
 	opts := verdict.DefaultOptions()
 	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
 	opts.ClientErrors = cfg.Bar.ClientErrors
-	opts.AllowPreemptions = cfg.Bar.AllowPreemptions
+	opts.AllowPreemptions, opts.KVFull = cfg.Bar.AllowPreemptions, cfg.Sweep.KVFull
+	return opts
+}
+
+// SweepPlan turns the run file's sweep into the sweep's plan.
+func SweepPlan(cfg config.Run) sweep.Plan {
+	opts := VerdictOptions(cfg)
 	return sweep.Plan{
 		Ladder: cfg.Sweep.Ladder, Warmup: seconds(cfg.Sweep.WarmupS), Step: seconds(cfg.Sweep.StepS),
 		MaxStep: seconds(cfg.Sweep.MaxStepS), Budget: sweepBudget(cfg),

@@ -22,7 +22,7 @@ import (
 // scale whose 2.5% and 97.5% points are the interval's bounds), the curve is
 // refitted and crossed again, and the 2.5th and 97.5th percentiles of the
 // crossings are the bounds. A part at the engine's limit (verdict.Part's
-// AtLimit: the engine preempted) or too close with its interval inside the
+// AtLimit: the engine preempted or filled its KV cache) or too close with its interval inside the
 // bar (a run the kill switch cut short) is placed on the bar, with a spread
 // that reaches its measured value. A step whose part read fail stays off the bar in
 // every draw (the verdict may rest on more than the interval: an open bucket
@@ -147,7 +147,7 @@ func fitLevels(pts []Point, rule partRule) (levels []fitLevel, end int) {
 }
 
 // demoted reports whether a part reads too close for a reason its value
-// does not show: the engine preempted (AtLimit), or its interval (worst, its
+// does not show: the engine was at its limit (AtLimit), or its interval (worst, its
 // worse bound in the fit's scale) lies within the bar and yet it is too
 // close, as judgeKilled leaves a part whose run the kill switch cut short.
 // Taken at its value, such a level would hold the bar in the fit.

@@ -61,10 +61,11 @@ func decidable(st verdict.Step, planned int, elapsed, limit time.Duration, confi
 // 190 can). A latency interval shrinks by the square root of the data
 // towards its center, but never below the histogram bucket holding the
 // quantile: a bar inside that bucket is never cleared, however long the step.
-// A part at the engine's limit (it preempted) is never cleared by more time.
+// A part at the engine's limit (it preempted or filled its KV cache) is
+// never cleared by more time.
 func projectedClear(p verdict.Part, planned int, grow, confidence float64) bool {
 	if p.AtLimit {
-		// the engine preempted: more time cannot make it pass, and its
+		// the engine preempted or its KV cache filled: more time cannot make it pass, and its
 		// interval is inside the bar, so it cannot fail either
 		return false
 	}

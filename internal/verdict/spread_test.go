@@ -208,3 +208,58 @@ func TestPreemptionsKeepLatencyFromPassing(t *testing.T) {
 		t.Errorf("with preemptions allowed: %s, want pass", got.Verdict)
 	}
 }
+
+// TestAFullKVCacheKeepsLatencyFromPassing: a step whose windows read well
+// inside the bar but whose KV cache filled to sweep.kv_full in a scrape,
+// with no preemption yet, reads too close on latency (issue 21: on the
+// heavy-only mix both 8-session steps that read pass against a truth beyond
+// the bar had filled it to 99.7% and 99.8%); a peak below kv_full, kv_full
+// 0 and bar.allow_preemptions judge on the bar alone.
+func TestAFullKVCacheKeepsLatencyFromPassing(t *testing.T) {
+	ws := spec{ttft: fastTTFT, tpot: fastTPOT}.windows(20)
+	ls := load(20, 100, 100)
+	withPeak := func(peak float64) []signal.Window {
+		out := make([]signal.Window, len(ws))
+		for i, w := range ws {
+			w.Gauge = map[string]signal.GaugeStat{signal.KVCacheUsage: {Mean: 0.7, Max: 0.75, Last: 0.7, N: 3}}
+			if i == 11 {
+				w.Gauge[signal.KVCacheUsage] = signal.GaugeStat{Mean: 0.9, Max: peak, Last: 0.85, N: 3}
+			}
+			out[i] = w
+		}
+		return out
+	}
+	o := DefaultOptions()
+	o.KVFull = 0.98
+	st := Judge(bar, withPeak(0.997), ls, o)
+	if st.Verdict != TooClose || st.Preemptions != 0 {
+		t.Fatalf("KV cache at 99.7%%: %s with %g preemptions, want too close with none", st.Verdict, st.Preemptions)
+	}
+	for _, name := range []string{PartTTFT, PartInteractivity} {
+		if p, _ := st.Part(name); p.Verdict != TooClose || !p.AtLimit {
+			t.Errorf("%s: %s (at limit %v), want too close at the limit", name, p.Verdict, p.AtLimit)
+		}
+	}
+	if p, _ := st.Part(PartErrors); p.AtLimit {
+		t.Errorf("errors at the limit: the rule is about latency")
+	}
+	found := false
+	for _, w := range st.Warnings {
+		found = found || strings.Contains(w, "KV cache reached 99.7% in use")
+	}
+	if !found {
+		t.Errorf("warnings %q: want one naming the 99.7%% peak", st.Warnings)
+	}
+	if got := Judge(bar, withPeak(0.97), ls, o); got.Verdict != Pass {
+		t.Errorf("KV cache at 97%% with kv_full 98%%: %s, want pass", got.Verdict)
+	}
+	off := DefaultOptions()
+	if got := Judge(bar, withPeak(1), ls, off); got.Verdict != Pass {
+		t.Errorf("KV cache at 100%% with kv_full 0 (off): %s, want pass", got.Verdict)
+	}
+	allow := o
+	allow.AllowPreemptions = true
+	if got := Judge(bar, withPeak(1), ls, allow); got.Verdict != Pass {
+		t.Errorf("KV cache at 100%% with bar.allow_preemptions: %s, want pass", got.Verdict)
+	}
+}
