@@ -326,14 +326,15 @@ func (g chartGeom) drawCurve(m stepMetric, curve []Step, col string, extraX floa
 }
 
 // tipInterval is a step's interval in a tooltip: "lo–hi", or open on the
-// bad side when the kill switch cut its run short.
+// bad side when the kill switch cut its run short or the engine was at its
+// limit (verdict.Part.Open).
 func tipInterval(m stepMetric, st Step) string {
 	v := m.value(st)
-	if part, ok := partOf(st, m.id); ok && part.CutShort {
+	if part, ok := partOf(st, m.id); ok && part.Open() != "" {
 		if m.higherIsBetter {
-			return "≤ " + num(v.Hi*m.scale) + ", cut short"
+			return "≤ " + num(v.Hi*m.scale) + ", " + part.Open()
 		}
-		return "≥ " + num(v.Lo*m.scale) + ", cut short"
+		return "≥ " + num(v.Lo*m.scale) + ", " + part.Open()
 	}
 	return num(v.Lo*m.scale) + "–" + num(v.Hi*m.scale)
 }
@@ -343,11 +344,15 @@ func tipInterval(m stepMetric, st Step) string {
 func (g chartGeom) whisker(m stepMetric, st Step, x float64, col string, thin bool) {
 	p := g.p
 	v := m.value(st)
-	cut := false
-	if part, ok := partOf(st, m.id); ok && part.CutShort {
-		// the kill switch ended the run: the bad side is open (to the
-		// axis for a part where higher is better, past the top otherwise)
-		cut = true
+	cut := ""
+	if part, ok := partOf(st, m.id); ok && part.Open() != "" {
+		// the kill switch ended the run, or the engine was at its limit:
+		// the bad side is open (to the axis for a part where higher is
+		// better, past the top otherwise)
+		cut = "cut short"
+		if !part.CutShort {
+			cut = "at limit"
+		}
 		v.Lo, v.Hi = part.Bounds()
 	}
 	lo, _ := p.clampY(v.Lo * m.scale)
@@ -375,8 +380,8 @@ func (g chartGeom) whisker(m stepMetric, st Step, x float64, col string, thin bo
 		// an earlier run's whisker stands left of the pooled one: its value
 		// goes on its left, the pooled one's on its right
 		top := "↑ " + num(v.Hi*m.scale)
-		if cut && math.IsInf(v.Hi, 1) {
-			top = "↑ cut short"
+		if cut != "" && math.IsInf(v.Hi, 1) {
+			top = "↑ " + cut
 		}
 		if thin {
 			p.label(x-9, yhi+14, "end", `font-size="13" fill="`+col+`"`, top)

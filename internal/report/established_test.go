@@ -253,10 +253,15 @@ func TestCutShortIntervalReadsOpen(t *testing.T) {
 	inter := verdict.Part{Name: verdict.PartInteractivity, Verdict: verdict.TooClose, CutShort: true, Value: stats.Summary{Center: 8, Lo: 4.92, Hi: 13.29}}
 	closed := ttft
 	closed.CutShort = false
+	limited := closed
+	limited.Limited = true
+	interLimited := inter
+	interLimited.CutShort, interLimited.Limited = false, true
 	for _, c := range []struct {
 		p    verdict.Part
 		want string
-	}{{ttft, "≥ 1.42 s (cut short)"}, {inter, "≤ 13.3 tokens/s (cut short)"}, {closed, "1.42–10.9 s"}} {
+	}{{ttft, "≥ 1.42 s (cut short)"}, {inter, "≤ 13.3 tokens/s (cut short)"}, {closed, "1.42–10.9 s"},
+		{limited, "≥ 1.42 s (at the engine's limit)"}, {interLimited, "≤ 13.3 tokens/s (at the engine's limit)"}} {
 		if got := partInterval(c.p); got != c.want {
 			t.Errorf("%s (cut short %v): interval %q, want %q", c.p.Name, c.p.CutShort, got, c.want)
 		}

@@ -46,13 +46,14 @@ func partInterval(p verdict.Part) string {
 	if math.IsNaN(p.Value.Center) || math.IsNaN(p.Value.Lo) || math.IsNaN(p.Value.Hi) {
 		return "no data"
 	}
-	if p.CutShort {
-		// the kill switch ended the run: the windows not run would read
-		// worse, so the interval is open on the bad side (verdict.Part.Bounds)
+	if why := p.Open(); why != "" {
+		// the kill switch ended the run, or the engine was at its limit:
+		// the truth may lie past the interval on the bad side
+		// (verdict.Part.Bounds)
 		if p.Name == verdict.PartInteractivity {
-			return "≤ " + partNum(p.Name, p.Value.Hi) + partUnit(p.Name) + " (cut short)"
+			return "≤ " + partNum(p.Name, p.Value.Hi) + partUnit(p.Name) + " (" + why + ")"
 		}
-		return "≥ " + partNum(p.Name, p.Value.Lo) + partUnit(p.Name) + " (cut short)"
+		return "≥ " + partNum(p.Name, p.Value.Lo) + partUnit(p.Name) + " (" + why + ")"
 	}
 	return partNum(p.Name, p.Value.Lo) + "–" + partNum(p.Name, p.Value.Hi) + partUnit(p.Name)
 }

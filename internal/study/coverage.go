@@ -290,7 +290,12 @@ func (c *Coverage) score(sums []report.Summary, bar verdict.Bar, gpus int) {
 					parts[p.Name][st.Sessions] = a
 				}
 				a.n++
-				lo, hi := p.Bounds() // a run cut short claims its bad side open
+				lo, hi := p.Bounds() // a run cut short or at the engine's limit claims its bad side open
+				if p.Open() != "" && p.Name == verdict.PartInteractivity {
+					// open down to 0 tokens/s: an open end, which the
+					// width leaves out as it does TTFT's +Inf
+					lo = math.Inf(-1)
+				}
 				a.centers, a.lo, a.hi = append(a.centers, p.Value.Center), append(a.lo, lo), append(a.hi, hi)
 				switch {
 				case lo > t:

@@ -187,21 +187,7 @@ func TestPreemptionsKeepLatencyFromPassing(t *testing.T) {
 	if st.Verdict != TooClose || st.Preemptions != 3 {
 		t.Errorf("with 3 preemptions: %s with %g preemptions, want too close with 3", st.Verdict, st.Preemptions)
 	}
-	for _, name := range []string{PartTTFT, PartInteractivity} {
-		if p, _ := st.Part(name); p.Verdict != TooClose || !p.AtLimit {
-			t.Errorf("%s: %s (at limit %v), want too close at the limit", name, p.Verdict, p.AtLimit)
-		}
-	}
-	if p, _ := st.Part(PartErrors); p.AtLimit {
-		t.Errorf("errors at the limit: the rule is about latency")
-	}
-	found := false
-	for _, w := range st.Warnings {
-		found = found || strings.Contains(w, "preempted 3 requests")
-	}
-	if !found {
-		t.Errorf("warnings %q: want one naming the 3 preemptions", st.Warnings)
-	}
+	wantAtLimit(t, st, "preempted 3 requests")
 	o := DefaultOptions()
 	o.AllowPreemptions = true
 	if got := Judge(bar, ws, ls, o); got.Verdict != Pass {
@@ -235,21 +221,7 @@ func TestAFullKVCacheKeepsLatencyFromPassing(t *testing.T) {
 	if st.Verdict != TooClose || st.Preemptions != 0 {
 		t.Fatalf("KV cache at 99.7%%: %s with %g preemptions, want too close with none", st.Verdict, st.Preemptions)
 	}
-	for _, name := range []string{PartTTFT, PartInteractivity} {
-		if p, _ := st.Part(name); p.Verdict != TooClose || !p.AtLimit {
-			t.Errorf("%s: %s (at limit %v), want too close at the limit", name, p.Verdict, p.AtLimit)
-		}
-	}
-	if p, _ := st.Part(PartErrors); p.AtLimit {
-		t.Errorf("errors at the limit: the rule is about latency")
-	}
-	found := false
-	for _, w := range st.Warnings {
-		found = found || strings.Contains(w, "KV cache reached 99.7% in use")
-	}
-	if !found {
-		t.Errorf("warnings %q: want one naming the 99.7%% peak", st.Warnings)
-	}
+	wantAtLimit(t, st, "KV cache reached 99.7% in use")
 	if got := Judge(bar, withPeak(0.97), ls, o); got.Verdict != Pass {
 		t.Errorf("KV cache at 97%% with kv_full 98%%: %s, want pass", got.Verdict)
 	}
@@ -262,4 +234,78 @@ func TestAFullKVCacheKeepsLatencyFromPassing(t *testing.T) {
 	if got := Judge(bar, withPeak(1), ls, allow); got.Verdict != Pass {
 		t.Errorf("KV cache at 100%% with bar.allow_preemptions: %s, want pass", got.Verdict)
 	}
+}
+
+// TestAtTheLimitIntervalsOpenOnTheBadSide: in a step whose engine preempted
+// or filled its KV cache, every latency interval is open on its bad side,
+// whatever the part reads (issue 21: most latency intervals that missed the
+// pooled truth near the crossing were such steps, whose queue had not yet
+// tipped); the error part and a step clear of the limit keep theirs closed.
+func TestAtTheLimitIntervalsOpenOnTheBadSide(t *testing.T) {
+	ls := load(20, 100, 100)
+	o := DefaultOptions()
+	o.KVFull = 0.98
+	for _, c := range []struct {
+		name    string
+		ttft    []float64
+		kv      float64
+		preempt float64
+		limited bool
+	}{
+		{"clear of the limit", closeTTFT, 0.9, 0, false},
+		{"preempted, too close", closeTTFT, 0.9, 2, true},
+		{"cache full, failing", slowTTFT, 0.99, 0, true},
+		{"cache full, would pass", fastTTFT, 1, 0, true},
+	} {
+		ws := spec{ttft: c.ttft, tpot: fastTPOT}.windows(20)
+		for i := range ws {
+			ws[i].Gauge = map[string]signal.GaugeStat{signal.KVCacheUsage: {Mean: 0.8, Max: 0.8, N: 3}}
+		}
+		ws[4].Gauge[signal.KVCacheUsage] = signal.GaugeStat{Mean: 0.9, Max: c.kv, N: 3}
+		ws[4].Counter[signal.Preemptions] = c.preempt
+		st := Judge(bar, ws, ls, o)
+		ttft, _ := st.Part(PartTTFT)
+		inter, _ := st.Part(PartInteractivity)
+		errs, _ := st.Part(PartErrors)
+		if ttft.Limited != c.limited || inter.Limited != c.limited || errs.Limited {
+			t.Errorf("%s: limited ttft %v, interactivity %v, errors %v; want %v, %v, false", c.name, ttft.Limited, inter.Limited, errs.Limited, c.limited, c.limited)
+		}
+		lo, hi := ttft.Bounds()
+		if c.limited && (lo != ttft.Value.Lo || !math.IsInf(hi, 1) || ttft.Open() != "at the engine's limit") {
+			t.Errorf("%s: TTFT bounds %g-%g (%q), want %g to +Inf at the engine's limit", c.name, lo, hi, ttft.Open(), ttft.Value.Lo)
+		}
+		if lo, hi := inter.Bounds(); c.limited && (lo != 0 || hi != inter.Value.Hi) {
+			t.Errorf("%s: interactivity bounds %g-%g, want 0 to %g", c.name, lo, hi, inter.Value.Hi)
+		}
+		if !c.limited && (hi != ttft.Value.Hi || ttft.Open() != "") {
+			t.Errorf("%s: TTFT bounds %g-%g (%q), want the closed interval", c.name, lo, hi, ttft.Open())
+		}
+	}
+	allow := o
+	allow.AllowPreemptions = true
+	ws := spec{ttft: closeTTFT, tpot: fastTPOT}.windows(20)
+	ws[4].Counter[signal.Preemptions] = 3
+	if p, _ := Judge(bar, ws, ls, allow).Part(PartTTFT); p.Limited {
+		t.Errorf("bar.allow_preemptions: TTFT limited, want it judged on the bar alone with its interval closed")
+	}
+}
+
+// wantAtLimit checks that both latency parts of st read too close at the
+// engine's limit, the error part does not, and a warning says why.
+func wantAtLimit(t *testing.T, st Step, warning string) {
+	t.Helper()
+	for _, name := range []string{PartTTFT, PartInteractivity} {
+		if p, _ := st.Part(name); p.Verdict != TooClose || !p.AtLimit {
+			t.Errorf("%s: %s (at limit %v), want too close at the limit", name, p.Verdict, p.AtLimit)
+		}
+	}
+	if p, _ := st.Part(PartErrors); p.AtLimit {
+		t.Errorf("errors at the limit: the rule is about latency")
+	}
+	for _, w := range st.Warnings {
+		if strings.Contains(w, warning) {
+			return
+		}
+	}
+	t.Errorf("warnings %q: want one saying %q", st.Warnings, warning)
 }

@@ -101,14 +101,33 @@ type Part struct {
 	// the queue was running away), so the truth may lie past the interval
 	// on the bad side. Bounds gives the interval with that side open.
 	CutShort bool `json:"cut_short,omitempty"`
+	// Limited is true on a latency part when the engine was at its limit in
+	// the step (it preempted, or its KV cache filled; see atLimit), whatever
+	// the part reads: the windows show the engine before another draw of
+	// sessions tips it into a queue that runs away, and the truth may lie
+	// past the interval on the bad side, as after a kill. Bounds opens it.
+	Limited bool `json:"limited,omitempty"`
+}
+
+// Open says why the part's interval is open on its bad side: "cut short"
+// (the kill switch ended a run of the step), "at the engine's limit"
+// (Limited), or "" when it is closed.
+func (p Part) Open() string {
+	switch {
+	case p.CutShort:
+		return "cut short"
+	case p.Limited:
+		return "at the engine's limit"
+	}
+	return ""
 }
 
 // Bounds is the part's interval as it may be claimed: Value's bounds, with
-// the bad side open when the run was cut short (TTFT and errors up to
-// +Inf, interactivity down to 0).
+// the bad side open when the run was cut short or the engine was at its
+// limit (Open; TTFT and errors up to +Inf, interactivity down to 0).
 func (p Part) Bounds() (lo, hi float64) {
 	lo, hi = p.Value.Lo, p.Value.Hi
-	if !p.CutShort {
+	if p.Open() == "" {
 		return lo, hi
 	}
 	if p.Name == PartInteractivity {
@@ -288,6 +307,11 @@ func judgeStep(bar Bar, windows []signal.Window, load []LoadWindow, reqs []Reque
 // pooled over runs of which some tipped) is beyond the bar and that read
 // pass had filled its cache to 99.7-99.8% without a preemption; the steps
 // truly within the bar on the default mix peaked at 36-98%.
+//
+// Such a step's latency intervals are open on the bad side (Part.Limited),
+// whatever they read: of the latency intervals that missed the pooled truth
+// at the levels near the crossing, most were steps at this limit whose
+// queue had not (yet) tipped.
 func (st *Step) atLimit(windows []signal.Window, o Options) {
 	peak := 0.0
 	for _, w := range windows {
@@ -305,7 +329,11 @@ func (st *Step) atLimit(windows []signal.Window, o Options) {
 	demoted := false
 	for i := range st.Parts {
 		p := &st.Parts[i]
-		if (p.Name == PartTTFT || p.Name == PartInteractivity) && p.Verdict == Pass {
+		if p.Name != PartTTFT && p.Name != PartInteractivity {
+			continue
+		}
+		p.Limited = true
+		if p.Verdict == Pass {
 			p.Verdict, p.AtLimit, demoted = TooClose, true, true
 		}
 	}
