@@ -31,6 +31,11 @@ func keyOf(r load.Record) pendingKey {
 // (load.Generator.Reseed).
 type reseeder interface{ Reseed(epoch int) }
 
+// descentEpoch is where the epochs of the steps a sweep takes down from a
+// step that missed begin (descentEpoch+1, +2, ...): apart from the repeats'
+// epoch 1 and the settle step's 2.
+const descentEpoch = 10
+
 // reseed makes the lanes l starts from now on draw fresh plays, when it can:
 // a repeated step must not replay the traces, start points and markers of
 // the step whose windows it pools with.

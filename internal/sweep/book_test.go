@@ -165,3 +165,48 @@ func TestUnsentTurnsFillTheWindowsTheyWouldHaveBeenSentIn(t *testing.T) {
 		t.Errorf("all %d unsent turns fell in one window: they must be stamped when they would have gone out", sum.Unsent)
 	}
 }
+
+// TestDescentsDrawFreshPlays: a step the sweep takes down from a step that
+// missed (bisecting, or below a first step that missed) draws fresh plays
+// with an epoch of its own, before its lanes come back: replaying the same
+// traces, they met a prefix cache warm with their own prompts and read
+// faster than the recipe is (issue 21: reference 0 bisecting from 15 down
+// to 12 read a pass at 10.3 tok/s against a truth of 7.7).
+func TestDescentsDrawFreshPlays(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// TTFT = sessions x 1.2 s: 2, 4 pass; 8 misses, then 6 and 7 (down from 8)
+		r, fl := newRunner(t, []int{2, 16}, 1.2)
+		r.Plan.Adaptive, r.Plan.Resolution = true, 1
+		rl := &reseedLoad{fakeLoad: fl}
+		r.Load = rl
+		res, err := r.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		down := -1
+		for i, s := range res.Steps {
+			if i > 0 && s.Sessions < res.Steps[i-1].Sessions {
+				down = s.Index
+				break
+			}
+		}
+		if down < 0 {
+			t.Fatalf("steps %v: no step down", res.Steps)
+		}
+		rl.mu.Lock()
+		defer rl.mu.Unlock()
+		seen := map[int]bool{}
+		found := false
+		for k, e := range rl.epochs {
+			if seen[e] || e == 0 || e == 1 || e == 2 {
+				t.Errorf("Reseed epochs %v: want each descent's its own, apart from 0 (the first plays), 1 (repeats) and 2 (settle)", rl.epochs)
+			}
+			seen[e] = true
+			// the last step before the descent labels what follows
+			found = found || rl.atStep[k] == down-1 || rl.atStep[k] == down
+		}
+		if !found {
+			t.Errorf("Reseed calls %v at steps %v: want one before step %d, the first down from a miss", rl.epochs, rl.atStep, down)
+		}
+	})
+}
