@@ -31,15 +31,10 @@ func keyOf(r load.Record) pendingKey {
 // (load.Generator.Reseed).
 type reseeder interface{ Reseed(epoch int) }
 
-// descentEpoch is where the epochs of the steps a bisection takes down from
-// a step that missed begin (descentEpoch+1, +2, ...), and stepDownEpoch
-// those of the steps below a lowest step that held nothing (stepDownEpoch,
-// +1): apart from each other, from the repeats' epoch 1 and from the settle
-// step's 2.
-const (
-	descentEpoch  = 10
-	stepDownEpoch = 1000
-)
+// descentEpoch is where the epochs of the steps a sweep takes down from a
+// step that missed begin (descentEpoch+1, +2, ...): apart from the repeats'
+// epoch 1 and the settle step's 2.
+const descentEpoch = 10
 
 // reseed makes the lanes l starts from now on draw fresh plays, when it can:
 // a repeated step must not replay the traces, start points and markers of

@@ -210,27 +210,3 @@ func TestDescentsDrawFreshPlays(t *testing.T) {
 		}
 	})
 }
-
-// TestStepsBelowTheLowestDrawFreshPlays: the steps a ladder runs below a
-// first step that held nothing come back from a drained engine with fresh
-// plays, each with an epoch of its own, as a bisection's steps down do.
-func TestStepsBelowTheLowestDrawFreshPlays(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		r, fl := newRunner(t, []int{10, 15, 20}, 0.8) // 10 fails; 7 and 5 run below it
-		rl := &reseedLoad{fakeLoad: fl}
-		r.Load = rl
-		res, err := r.Run(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []int
-		for _, s := range res.Steps {
-			got = append(got, s.Sessions)
-		}
-		rl.mu.Lock()
-		defer rl.mu.Unlock()
-		if fmt.Sprint(got) != "[10 7 5]" || fmt.Sprint(rl.epochs) != fmt.Sprint([]int{stepDownEpoch, stepDownEpoch + 1}) {
-			t.Errorf("steps %v with Reseed epochs %v: want 10, 7 and 5, the two below 10 each with a fresh epoch", got, rl.epochs)
-		}
-	})
-}

@@ -106,9 +106,6 @@ func (r *Runner) stepDown(ctx context.Context, steps []StepResult, first, down i
 		*warnings = append(*warnings, fmt.Sprintf("no step held the bar, and the GPU window has no room left to run %d sessions, below the lowest step", m))
 		return 0, false
 	}
-	// fresh plays, as a repeat's and a bisection's step down draw: the same
-	// traces would meet a prefix cache warm with their own prompts
-	reseed(r.Load, stepDownEpoch+down)
 	if pf := r.drain(ctx); !pf.Idle {
 		*warnings = append(*warnings, fmt.Sprintf("before %d sessions, below the lowest step: %s; it starts on a backlog", m, pf.Detail))
 	}
