@@ -166,9 +166,9 @@ func TestUnsentTurnsFillTheWindowsTheyWouldHaveBeenSentIn(t *testing.T) {
 	}
 }
 
-// TestDescentsDrawFreshPlays: a step the sweep takes down from a step that
-// missed (bisecting, or below a first step that missed) draws fresh plays
-// with an epoch of its own, before its lanes come back: replaying the same
+// TestDescentsDrawFreshPlays: a step an adaptive sweep takes down from a
+// step that missed (bisecting) draws fresh plays with an epoch of its own,
+// before its lanes come back: replaying the same
 // traces, they met a prefix cache warm with their own prompts and read
 // faster than the recipe is (issue 21: reference 0 bisecting from 15 down
 // to 12 read a pass at 10.3 tok/s against a truth of 7.7).
