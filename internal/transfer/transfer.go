@@ -6,6 +6,7 @@ package transfer
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-bench/headroom/internal/calibrate"
+	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/sweep"
 )
 
@@ -51,6 +53,21 @@ type Row struct {
 	TTFTWithin          [2]int `json:"ttft_within"`
 	InteractivityWithin [2]int `json:"interactivity_within"`
 	Note                string `json:"note,omitempty"`
+}
+
+// MarshalJSON writes the row with its non-finite numbers as strings, as
+// stats.Number does: a case whose measured run established no capacity has
+// no error ("NaN"), and an interval can be open ("+Inf"); JSON has neither.
+func (r Row) MarshalJSON() ([]byte, error) {
+	type plain Row
+	return json.Marshal(struct {
+		plain
+		Predicted  stats.Number `json:"predicted"`
+		Lo         stats.Number `json:"lo"`
+		Hi         stats.Number `json:"hi"`
+		StepSize   stats.Number `json:"step_size"`
+		ErrorSteps stats.Number `json:"error_steps"`
+	}{plain(r), stats.Number(r.Predicted), stats.Number(r.Lo), stats.Number(r.Hi), stats.Number(r.StepSize), stats.Number(r.ErrorSteps)})
 }
 
 // LoadCases reads a cases file (YAML: a list of Case) and

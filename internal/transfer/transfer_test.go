@@ -2,6 +2,7 @@ package transfer
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -102,4 +103,22 @@ func TestTransferStudy(t *testing.T) {
 		return
 	}
 	t.Errorf("the transfer table in %s is not the one the study writes on this tree; rerun with HEADROOM_WRITE_DOCS=1 and read the change.\ndocs:\n%s\nstudy:\n%s", doc, got, table.String())
+}
+
+// TestRowJSONWithoutAMeasuredCapacity: a case whose measured run
+// established no capacity has no error in ladder steps (NaN); `sim study
+// transfer --json` failed on it with "json: unsupported value: NaN".
+func TestRowJSONWithoutAMeasuredCapacity(t *testing.T) {
+	r := Row{Case: "constant TTFT, its own run", Predicted: 6.2, Lo: 3.9, Hi: math.Inf(1), StepSize: 2, ErrorSteps: math.NaN()}
+	b, err := json.Marshal([]Row{r})
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	var back []map[string]any
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("unmarshal %s: %v", b, err)
+	}
+	if got := back[0]; got["error_steps"] != "NaN" || got["hi"] != "+Inf" || got["predicted"] != 6.2 || got["case"] != r.Case {
+		t.Errorf("row read back as %v", got)
+	}
 }
