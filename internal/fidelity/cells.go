@@ -19,7 +19,11 @@ const (
 	Held        Status = "held"        // within the tolerance
 	Missed      Status = "missed"      // outside it
 	Unreachable Status = "unreachable" // outside it, and the model cannot reach it (Why says why)
-	NotRun      Status = "not run"     // the sweep it needs was not run or ended in a rig error
+	// Draw is outside it on this one sweep while the model reaches it across
+	// independent sweeps (Why gives the evidence): a point estimate of one
+	// run, as the report's own figures are, moves with the draw.
+	Draw   Status = "draw"
+	NotRun Status = "not run" // the sweep it needs was not run or ended in a rig error
 )
 
 // Columns of the table, as the report's results table names them, and the
@@ -94,13 +98,17 @@ func (t Table) Headlines() (held, all int) {
 // published interval or one ladder step of it, the same limiting part,
 // $ per session-hour within 10%, $ per million tokens within 25%, and the
 // report's claims); a cell that misses and that limits names (recipe and
-// column) reads unreachable with the reason.
+// column) reads unreachable with the reason, or a draw where the reason
+// starts with DrawPrefix.
 func Compare(f File, s Study, limits map[string]string) Table {
 	var t Table
 	add := func(c Cell) {
 		if c.Status == Missed {
 			if why, ok := limits[limitKey(c.Recipe, c.Column)]; ok {
 				c.Status, c.Why = Unreachable, why
+				if d, ok := strings.CutPrefix(why, DrawPrefix); ok {
+					c.Status, c.Why = Draw, d
+				}
 			}
 		}
 		t.Cells = append(t.Cells, c)

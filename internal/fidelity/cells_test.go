@@ -205,3 +205,22 @@ func TestCompareNamesUnreachable(t *testing.T) {
 		t.Errorf("capacity: %s %q", c.Status, c.Why)
 	}
 }
+
+// TestCompareNamesADraw: a missed cell whose reason starts with DrawPrefix
+// reads as this sweep's draw, not out of the model's reach, and says so.
+func TestCompareNamesADraw(t *testing.T) {
+	f := File{Bar: Bar{Target: 15, Stress: 20}, Recipes: []Published{{
+		Recipe: 1, Name: "sglang", Title: "1", Limit: LimitInteractivity,
+		USDPerSessionHour: &Figure{Text: "2.72", Value: 2.72},
+	}}}
+	w := sweepOf(1, Today, point(9.6, 6.7, 12.2, "interactivity"))
+	w.Summary.Cost.USDPerSessionHour = ptr(3.00)
+	tab := Compare(f, Study{Sweeps: []Sweep{w}}, map[string]string{LimitKey(1, ColSessionHour): DrawPrefix + "one sweep's capacity"})
+	c, _ := tab.Cell(1, ColSessionHour)
+	if c.Status != Draw || c.Why != "one sweep's capacity" {
+		t.Fatalf("$/session-hour: %s %q, want a draw with the prefix cut", c.Status, c.Why)
+	}
+	if m, w := mark(c), statusWords(c.Status); m != "✗ this sweep's draw" || w != "Missed on this sweep's draw" {
+		t.Errorf("rendered %q and %q", m, w)
+	}
+}

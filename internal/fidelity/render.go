@@ -71,6 +71,8 @@ func mark(c Cell) string {
 		return "✓"
 	case Unreachable:
 		return "✗ not reachable"
+	case Draw:
+		return "✗ this sweep's draw"
 	case NotRun:
 		return "– not run"
 	}
@@ -227,6 +229,8 @@ func statusWords(s Status) string {
 	switch s {
 	case Unreachable:
 		return "Not reachable"
+	case Draw:
+		return "Missed on this sweep's draw"
 	case NotRun:
 		return "Not run"
 	}

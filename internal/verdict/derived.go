@@ -1,6 +1,7 @@
 package verdict
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -36,34 +37,36 @@ func (j judge) derivedTPOTs() (ws []windowTPOT, absent int) {
 
 // weightedP90 is the 0.9 quantile of the windows' values, each weighted by
 // its tokens: the P90 of the per-request figure when every request of a
-// window is taken at that window's mean.
+// window is taken at that window's mean. A step has 10-25 windows, so it is
+// the Harrell-Davis estimate (stats.HarrellDavis): the plain quantile of 10
+// values is the 9th, which reads the population's 0.82 quantile on average
+// and so reads fast.
 func weightedP90(ws []windowTPOT, idx []int) (float64, bool) {
 	pick := make([]windowTPOT, 0, len(idx))
-	total := 0.0
 	for _, i := range idx {
 		pick = append(pick, ws[i])
-		total += ws[i].tokens
 	}
-	if total <= 0 {
-		return 0, false
+	slices.SortFunc(pick, func(a, b windowTPOT) int { return cmp.Compare(a.perToken, b.perToken) })
+	vs, w := make([]float64, len(pick)), make([]float64, len(pick))
+	for i, p := range pick {
+		vs[i], w[i] = p.perToken, p.tokens
 	}
-	slices.SortFunc(pick, func(a, b windowTPOT) int {
-		switch {
-		case a.perToken < b.perToken:
-			return -1
-		case a.perToken > b.perToken:
-			return 1
-		}
-		return 0
-	})
-	run := 0.0
-	for _, w := range pick {
-		run += w.tokens
-		if run >= 0.9*total*(1-1e-12) {
-			return w.perToken, true
-		}
+	return stats.HarrellDavis(0.9, vs, w)
+}
+
+// slowSide mirrors a bootstrap interval's reach on the slow side: the
+// longer of its two reaches from v, on the log scale. A P90 of few windows
+// sits near the slowest of them, and no resample reaches past the slowest
+// window the run saw, so the bootstrap's slow side is short by construction
+// (TestDerivedIntervalCoversFewWindows: 10 windows from a known
+// distribution, 71% covered with the plain P90 and the slow side as drawn,
+// 95% with the Harrell-Davis P90 and the slow side mirrored).
+func slowSide(v, lo, hi float64) (float64, float64) {
+	if !(v > 0 && lo > 0 && hi >= v) {
+		return lo, hi
 	}
-	return pick[len(pick)-1].perToken, true
+	r := math.Max(math.Log(v)-math.Log(lo), math.Log(hi)-math.Log(v))
+	return lo, math.Max(hi, v*math.Exp(r))
 }
 
 // derivedP90 measures the per-request time per output token derived from
@@ -99,6 +102,9 @@ func (j judge) derivedP90() (r quantileResult, ok bool, why string) {
 	}
 	block := j.blockFor(scores)
 	lo, hi, ok := stats.Bootstrap(len(ws), func(idx []int) (float64, bool) { return weightedP90(ws, idx) }, j.boot(block))
+	if ok {
+		lo, hi = slowSide(v, lo, hi)
+	}
 	if ok && len(ws) >= 2 {
 		var sp Spread
 		lo, hi, sp, ok = j.spread(v, lo, hi, len(ws), block, j.widening(clientTPOT, stats.WeightedQuantile(0.9), block), true)

@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -68,17 +69,24 @@ func TestDerivedInteractivityCountsPauses(t *testing.T) {
 }
 
 // TestDerivedInteractivityInterval: windows whose mean time per output token
-// differs; the center is the token-weighted P90 over windows and the
-// interval, from the bootstrap over windows, holds it.
+// differs; the center is the token-weighted P90 over windows (Harrell-Davis)
+// and the interval, from the bootstrap over windows, holds it.
 func TestDerivedInteractivityInterval(t *testing.T) {
 	const n = 20
 	// pauses 0..3 per 100 tokens: means 0.01 to 0.0247 s per token.
 	ws := itlWindows(n, func(i int) float64 { return 100 - float64(i%4) }, func(i int) float64 { return float64(i % 4) })
 	st := Judge(Bar{TTFTP90: 5.3, InteractivityP90: 30, ErrorRate: 0.02}, ws, load(n, 100, 100), DefaultOptions())
 	p, _ := st.Part(PartInteractivity)
-	worst := 1 / ((0.01*97 + 0.5*3) / 100) // 40.5 tokens/s: the slowest quarter of the tokens
-	if math.Abs(p.Value.Center-worst) > 1e-9 {
-		t.Errorf("center %g, want %g: the windows holding the slowest 10%% of tokens", p.Value.Center, worst)
+	// 40.5 tokens/s is the slowest quarter of the tokens, 47.6 the next:
+	// the P90 of 20 windows, 5 of each, lies between them, near the slowest
+	vs, w := make([]float64, n), make([]float64, n)
+	for i := range vs {
+		vs[i], w[i] = (0.01*float64(100-i%4)+0.5*float64(i%4))/100, 100
+	}
+	slices.Sort(vs)
+	want, _ := stats.HarrellDavis(0.9, vs, w)
+	if math.Abs(p.Value.Center-1/want) > 1e-9 || !(p.Value.Center > 40.48 && p.Value.Center < 42) {
+		t.Errorf("center %g, want %g: near the windows holding the slowest tokens (40.5)", p.Value.Center, 1/want)
 	}
 	if !(p.Value.Lo <= p.Value.Center && p.Value.Center <= p.Value.Hi) || p.Verdict != Pass {
 		t.Errorf("interactivity %s %v, want a pass whose interval holds its center", p.Verdict, p.Value)
@@ -130,21 +138,21 @@ func TestDerivedInteractivityNeedsItsSum(t *testing.T) {
 	}
 }
 
+// TestWeightedP90: the P90 over windows weighs each by its tokens, a window
+// drawn twice as two, and lies within the windows' values.
 func TestWeightedP90(t *testing.T) {
-	ws := []windowTPOT{{0.03, 5}, {0.01, 90}, {0.02, 5}}
-	cases := []struct {
-		idx  []int   // a resample
-		want float64 // its P90
-	}{
-		{[]int{0, 1, 2}, 0.01},    // 90 of 100 tokens at 0.01: the 0.9 rank is there
-		{[]int{0, 2}, 0.03},       // 5 and 5: the 0.9 rank is in the slower
-		{[]int{1, 1, 0}, 0.01},    // 180 of 185 at 0.01
-		{[]int{2, 0, 0, 0}, 0.03}, // a window drawn twice weighs twice
+	ws := []windowTPOT{{0.03, 50}, {0.01, 50}, {0.02, 50}, {0.015, 50}}
+	all, _ := weightedP90(ws, []int{0, 1, 2, 3})
+	if want, _ := stats.HarrellDavis(0.9, []float64{0.01, 0.015, 0.02, 0.03}, []float64{50, 50, 50, 50}); math.Abs(all-want) > 1e-15 {
+		t.Errorf("equal tokens: %g, want the Harrell-Davis P90 %g", all, want)
 	}
-	for _, c := range cases {
-		if got, ok := weightedP90(ws, c.idx); !ok || got != c.want {
-			t.Errorf("weightedP90(%v) = %g, %v; want %g", c.idx, got, ok, c.want)
-		}
+	if !(all > 0.02 && all < 0.03) {
+		t.Errorf("P90 of 4 windows %g: want between the two slowest", all)
+	}
+	twice, _ := weightedP90(ws, []int{0, 0, 1, 2, 3})
+	heavy, _ := weightedP90([]windowTPOT{{0.03, 100}, {0.01, 50}, {0.02, 50}, {0.015, 50}}, []int{0, 1, 2, 3})
+	if !(twice > all) || !(heavy > all) {
+		t.Errorf("the slowest window drawn twice %g, or with twice the tokens %g: want slower than %g", twice, heavy, all)
 	}
 	if _, ok := weightedP90([]windowTPOT{{0.01, 0}}, []int{0}); ok {
 		t.Error("no tokens: want not ok")
