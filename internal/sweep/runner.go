@@ -238,6 +238,10 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		if !more {
 			break
 		}
+		if p.Adaptive && !r.keepsRoomBelow(res.Steps, n, missedAt > 0 && n < missedAt) {
+			res.Warnings = append(res.Warnings, fmt.Sprintf("no step has held the bar: %d sessions did not run, so that the GPU window keeps room for a step below the lowest", n))
+			break
+		}
 		if missedAt > 0 && n < missedAt {
 			// bisecting down from a step that missed: as before a repeat, the
 			// lower step must not inherit the missed step's backlog
@@ -289,6 +293,12 @@ func (r *Runner) Run(ctx context.Context) (Result, error) {
 		// rests on both runs
 		repeated, unprimed := true, ""
 		for k, n := range []int{lo, hi} {
+			if p.Adaptive && !r.keepsRoomBelow(res.Steps, n, true) {
+				res.Warnings = append(res.Warnings, fmt.Sprintf("no step has held the bar: the repeat of %d sessions did not run, so that the GPU window keeps room for a step below the lowest", n))
+				res.StopReason += "; the repeats were left out for a step below the lowest"
+				repeated = false
+				break
+			}
 			first := lastAt(res.Steps, n)
 			r.reserve = time.Duration(1-k) * (p.Warmup + p.Step)
 			stop := res.StopReason

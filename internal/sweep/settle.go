@@ -112,3 +112,39 @@ func (r *Runner) stepDown(ctx context.Context, steps []StepResult, first, down i
 	r.reserve, r.ramp = 0, true
 	return m, true
 }
+
+// keepsRoomBelow says whether running a step of n sessions now (ramped back
+// from a drained engine when ramp, as a repeat or a step down is) still
+// leaves the GPU window room, at both steps' minimum lengths, for the step
+// below the lowest that stepDown runs when no step has held. Once a step
+// has held, before any has run, and without a window or a ladder to step
+// down from, it does. While every step has missed or read too close, a
+// capacity rests on a step that holds, not on a closer bracket: reference
+// recipe 0 in adaptive mode read its first step, 10 sessions, too close,
+// bisected 20, 15, 12 and 11 and repeated 11 and 12, and had no room left
+// for 7, which holds (issue 21). Only the adaptive mode asks: a ladder's
+// climb and repeats are the plan, which fits the window, and what runs
+// after them runs only where room is left.
+func (r *Runner) keepsRoomBelow(steps []StepResult, n int, ramp bool) bool {
+	p := r.Plan
+	if r.deadline <= 0 || len(p.Ladder) < 2 || len(steps) == len(p.Previous) {
+		return true
+	}
+	low := n
+	for _, pt := range Points(steps) {
+		if pt.Judged.Verdict == verdict.Pass {
+			return true
+		}
+		low = min(low, pt.Sessions)
+	}
+	m := low * 3 / 4
+	if m < 1 {
+		return true
+	}
+	this := p.Warmup + p.Step
+	if ramp {
+		this = time.Duration(1+rampBatches(p, n))*p.Warmup + p.Step
+	}
+	below := time.Duration(1+rampBatches(p, m))*p.Warmup + p.Step
+	return r.Clock.Now()+this+below <= r.deadline
+}

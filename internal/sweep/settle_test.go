@@ -157,3 +157,47 @@ func TestFirstStepMissedStepsDown(t *testing.T) {
 		t.Errorf("a ladder of one step: steps ran at %s, want 10 alone", got)
 	}
 }
+
+// TestAdaptiveKeepsRoomForAStepBelow: an adaptive sweep whose first step
+// reads too close (10 sessions, TTFT 6 s in the bucket (5, 7.5] that holds
+// the 5.3 s bar) climbs and bisects above it, 20, 15, 12, 13, none of
+// which holds. With a window of 400 s, bisecting to the end left no room for
+// 7 sessions below, which hold, and the sweep established nothing; now it
+// stops bisecting while a step below still fits, and establishes capacity.
+func TestAdaptiveKeepsRoomForAStepBelow(t *testing.T) {
+	ran := func(budget time.Duration) (string, Result) {
+		var got []int
+		var res Result
+		synctest.Test(t, func(t *testing.T) {
+			r, _ := newRunner(t, []int{10, 20}, 0.6)
+			r.Plan.Adaptive, r.Plan.Resolution, r.Plan.Budget = true, 1, budget
+			var err error
+			if res, err = r.Run(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range res.Steps {
+				got = append(got, s.Sessions)
+			}
+		})
+		return fmt.Sprint(got), res
+	}
+	got, res := ran(0)
+	if got != "[10 20 15 12 13 7]" {
+		t.Fatalf("without a window: steps at %s, want the bisection to its end and then 7 below", got)
+	}
+	got, res = ran(400 * time.Second)
+	t.Logf("in a 400 s window: steps at %s, capacity %s", got, res.Capacity)
+	if c := res.Capacity; c.NotEstablished || c.Bracket[0] != 7 {
+		t.Errorf("in a 400 s window: steps at %s, capacity %s (bracket %v): want it established from 7, which holds", got, c, c.Bracket)
+	}
+	if !strings.HasSuffix(got, " 7]") {
+		t.Errorf("in a 400 s window: steps at %s, want the last at 7", got)
+	}
+	said := false
+	for _, w := range res.Warnings {
+		said = said || strings.Contains(w, "so that the GPU window keeps room for a step below the lowest")
+	}
+	if !said {
+		t.Errorf("warnings %q: want the step left out said", res.Warnings)
+	}
+}
