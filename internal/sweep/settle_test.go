@@ -112,21 +112,7 @@ func TestUnprimedRepeatDoesNotEndTheRun(t *testing.T) {
 // of one step, never steps down.
 func TestFirstStepMissedStepsDown(t *testing.T) {
 	ran := func(ladder []int, perSession float64, budget time.Duration) (string, Result) {
-		var got []int
-		var res Result
-		synctest.Test(t, func(t *testing.T) {
-			r, _ := newRunner(t, ladder, perSession)
-			r.Plan.Budget = budget
-			var err error
-			res, err = r.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range res.Steps {
-				got = append(got, s.Sessions)
-			}
-		})
-		return fmt.Sprint(got), res
+		return sweptSessions(t, ladder, perSession, func(p *Plan) { p.Budget = budget })
 	}
 	got, res := ran([]int{10, 15, 20}, 0.8, 0)
 	if got != "[10 7 5]" {
@@ -166,20 +152,7 @@ func TestFirstStepMissedStepsDown(t *testing.T) {
 // stops bisecting while a step below still fits, and establishes capacity.
 func TestAdaptiveKeepsRoomForAStepBelow(t *testing.T) {
 	ran := func(budget time.Duration) (string, Result) {
-		var got []int
-		var res Result
-		synctest.Test(t, func(t *testing.T) {
-			r, _ := newRunner(t, []int{10, 20}, 0.6)
-			r.Plan.Adaptive, r.Plan.Resolution, r.Plan.Budget = true, 1, budget
-			var err error
-			if res, err = r.Run(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			for _, s := range res.Steps {
-				got = append(got, s.Sessions)
-			}
-		})
-		return fmt.Sprint(got), res
+		return sweptSessions(t, []int{10, 20}, 0.6, func(p *Plan) { p.Adaptive, p.Resolution, p.Budget = true, 1, budget })
 	}
 	got, res := ran(0)
 	if got != "[10 20 15 12 13 7]" {
@@ -200,4 +173,25 @@ func TestAdaptiveKeepsRoomForAStepBelow(t *testing.T) {
 	if !said {
 		t.Errorf("warnings %q: want the step left out said", res.Warnings)
 	}
+}
+
+// sweptSessions runs a sweep on the fake engine (TTFT = sessions x
+// perSession s) with its plan edited, and returns the sessions of the steps
+// it ran, in order, with the result.
+func sweptSessions(t *testing.T, ladder []int, perSession float64, edit func(*Plan)) (string, Result) {
+	t.Helper()
+	var got []int
+	var res Result
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := newRunner(t, ladder, perSession)
+		edit(&r.Plan)
+		var err error
+		if res, err = r.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range res.Steps {
+			got = append(got, s.Sessions)
+		}
+	})
+	return fmt.Sprint(got), res
 }
