@@ -129,11 +129,7 @@ func TestFirstStepMissedStepsDown(t *testing.T) {
 	if got != "[10]" {
 		t.Errorf("with no room in the window: steps ran at %s, want 10 alone", got)
 	}
-	ranOut := false
-	for _, w := range res.Warnings {
-		ranOut = ranOut || strings.Contains(w, "no room left to run 7 sessions, below the lowest step")
-	}
-	if !ranOut {
+	if !hasWarning(res.Warnings, "no room left to run 7 sessions, below the lowest step") {
 		t.Errorf("warnings %q: want the lack of room said", res.Warnings)
 	}
 	if got, _ := ran([]int{4, 8}, 0.8, 0); got != "[4 8]" {
@@ -166,11 +162,7 @@ func TestAdaptiveKeepsRoomForAStepBelow(t *testing.T) {
 	if !strings.HasSuffix(got, " 7]") {
 		t.Errorf("in a 400 s window: steps at %s, want the last at 7", got)
 	}
-	said := false
-	for _, w := range res.Warnings {
-		said = said || strings.Contains(w, "so that the GPU window keeps room for a step below the lowest")
-	}
-	if !said {
+	if !hasWarning(res.Warnings, "so that the GPU window keeps room for a step below the lowest") {
 		t.Errorf("warnings %q: want the step left out said", res.Warnings)
 	}
 }
