@@ -25,8 +25,10 @@ directories (headroom sim calibrate) and predicts another recorded run's
 recipe with it on the virtual clock (its workload, ladder and engine args:
 another mix, another bar, another --max-num-seqs). The prediction runs three
 times, on the fitted profile and on it moved 1.96 standard errors slower and
-faster, and the capacity interval given is the union of the three, so it
-carries the fit's own uncertainty as well as the sweep's. It prints, as
+faster, and a fourth where the runs could not tell whether the engine's TTFT
+counts queue time (they never queued), with the other answer; the capacity
+interval given is the union of them, so it carries the fit's own
+uncertainty as well as the sweep's. It prints, as
 docs/simulator.md has it: case, predicted, measured, error in ladder steps,
 and whether the interval covers the measured capacity.
 

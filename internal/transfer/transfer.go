@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/headroom-bench/headroom/internal/calibrate"
+	"github.com/headroom-bench/headroom/internal/sim"
 	"github.com/headroom-bench/headroom/internal/stats"
 	"github.com/headroom-bench/headroom/internal/sweep"
 )
@@ -37,7 +38,9 @@ type Case struct {
 // Row is a case's outcome: the capacity predicted on the fitted
 // profile with its interval widened by the fit's own uncertainty (the
 // predictions on the profile moved 1.96 standard errors slower and
-// faster), against the one measured.
+// faster, and with the other answer to a question the runs left at its
+// prior: whether the engine's TTFT counts queue time), against the one
+// measured.
 type Row struct {
 	Case       string         `json:"case"`
 	Predicted  float64        `json:"predicted"`
@@ -133,10 +136,28 @@ func transferCase(ctx context.Context, c Case, out string, run calibrate.Runner)
 	}
 	var caps []sweep.Capacity
 	var cmp calibrate.Comparison
-	for i, z := range []float64{0, -1.96, 1.96} {
+	type variant struct {
+		name    string
+		profile sim.Profile
+	}
+	variants := []variant{{"+0.00", fit.Shifted(0)}, {"-1.96", fit.Shifted(-1.96)}, {"+1.96", fit.Shifted(1.96)}}
+	if q, ok := fit.Param("ttft_from_admission"); ok && q.Status == calibrate.Prior {
+		// what the runs cannot tell is predicted both ways: a calibration run
+		// that never queued cannot say whether the engine's TTFT counts queue
+		// time (llm-d-inference-sim's does not), and a prediction that queues
+		// depends on it
+		p := fit.Profile
+		p.TTFTFromAdmission = !p.TTFTFromAdmission
+		name := "+0.00-ttft-counts-queue"
+		if p.TTFTFromAdmission {
+			name = "+0.00-ttft-from-admission"
+		}
+		variants = append(variants, variant{name, p})
+	}
+	for i, v := range variants {
 		f := fit
-		f.Profile = fit.Shifted(z)
-		path := filepath.Join(dir, fmt.Sprintf("profile%+.2f.yaml", z))
+		f.Profile = v.profile
+		path := filepath.Join(dir, "profile"+v.name+".yaml")
 		b, err := f.ProfileYAML(c.Calibrate)
 		if err != nil {
 			return row, err
@@ -184,6 +205,9 @@ func transferCase(ctx context.Context, c Case, out string, run calibrate.Runner)
 	}
 	if row.Measured.NotEstablished {
 		notes = append(notes, "the measured run established none: no step held")
+	}
+	if len(variants) > 3 {
+		notes = append(notes, "queue time in the TTFT not identified: predicted both ways")
 	}
 	row.Note = strings.Join(notes, "; ")
 	return row, nil
