@@ -335,6 +335,15 @@ func (g *Generator) Stop(grace time.Duration) {
 	g.ghosts.mu.Unlock()
 }
 
+// LanesPerTier is how many of n lanes each tier of mix gets (tierOf).
+func LanesPerTier(n int, mix []TierShare) map[string]int {
+	out := map[string]int{}
+	for i := range n {
+		out[tierOf(i, mix)]++
+	}
+	return out
+}
+
 // tierOf spreads tiers evenly over lanes: after any n lanes, each tier has
 // its share of them, rounded, so every step of a ladder runs the mix.
 func tierOf(i int, mix []TierShare) string {

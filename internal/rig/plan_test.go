@@ -63,3 +63,45 @@ func TestPlanCountsEvalCases(t *testing.T) {
 		t.Errorf("no suites: %+v", p.Phases[1])
 	}
 }
+
+// TestPlanWarnsOfSingleLaneTiers: a step where a tier of the mix has one
+// lane cannot read how that tier's sessions differ (llm-d-inference-sim at
+// 2 sessions read TTFT 2.38 s with an interval of 0.15-37 s, and plan said
+// nothing). Half and half: 2 and 3 sessions have a single lane in a tier,
+// 4 has two in each; one tier alone resamples its lanes together.
+func TestPlanWarnsOfSingleLaneTiers(t *testing.T) {
+	cases := []struct {
+		ladder       []int
+		heavy, light float64
+		want         string // in the note; "" for no note
+	}{
+		{[]int{2, 3, 4, 8}, 0.5, 0.5, "at 2, 3 sessions the heavy and light tiers have a single lane each"},
+		{[]int{3, 6}, 0.5, 0.5, "at 3 sessions the light tier has a single lane"},
+		{[]int{4, 8, 12}, 0.5, 0.5, ""},
+		{[]int{2, 4}, 1, 0, ""},
+		// 4 sessions give the light tenth no lane, 8 give it one; its
+		// second comes at 16
+		{[]int{4, 8}, 0.9, 0.1, "at 8 sessions the light tier has a single lane"},
+		{[]int{4, 8}, 0.9, 0.1, "two lanes in every tier of this mix is 16 sessions"},
+	}
+	for _, c := range cases {
+		cfg := config.Default()
+		cfg.Sweep.Ladder, cfg.Workload.Mix.Heavy, cfg.Workload.Mix.Light = c.ladder, c.heavy, c.light
+		p, err := MakePlan(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		for _, n := range p.Notes {
+			if strings.Contains(n, "single lane") {
+				got = n
+			}
+		}
+		switch {
+		case c.want == "" && got != "":
+			t.Errorf("ladder %v, mix %g/%g: note %q, want none", c.ladder, c.heavy, c.light, got)
+		case c.want != "" && !strings.Contains(got, c.want):
+			t.Errorf("ladder %v, mix %g/%g: note %q, want it to say %q", c.ladder, c.heavy, c.light, got, c.want)
+		}
+	}
+}
