@@ -39,7 +39,7 @@ func (r *Runner) settleBelow(ctx context.Context, steps []StepResult, lo int, wa
 		*warnings = append(*warnings, fmt.Sprintf("before %d sessions again: %s; it starts on a backlog", m, pf.Detail))
 	}
 	p := r.Plan
-	need := time.Duration(1+rampBatches(p, m))*p.Warmup + p.Step // the ramp back, as step does
+	need := rampedStep(p, m, p.Step)
 	if r.deadline > 0 && r.Clock.Now()+need > r.deadline {
 		*warnings = append(*warnings, fmt.Sprintf("no step held the bar, and the GPU window has no room left to run %d sessions again", m))
 		return 0, false
@@ -84,14 +84,9 @@ func (r *Runner) stepDown(ctx context.Context, steps []StepResult, first, down i
 	if down >= maxStepsDown || ctx.Err() != nil || len(steps) == 0 {
 		return 0, false
 	}
-	low := 0
-	for _, p := range Points(steps) {
-		if p.Judged.Verdict == verdict.Pass {
-			return 0, false // a step held: nothing to look for below
-		}
-		if low == 0 || p.Sessions < low {
-			low = p.Sessions
-		}
+	low, held := lowestUnheld(steps)
+	if held {
+		return 0, false // a step held: nothing to look for below
 	}
 	m := low * 3 / 4
 	if down > 0 {
@@ -101,7 +96,7 @@ func (r *Runner) stepDown(ctx context.Context, steps []StepResult, first, down i
 		return 0, false
 	}
 	p := r.Plan
-	need := time.Duration(1+rampBatches(p, m))*p.Warmup + p.Step
+	need := rampedStep(p, m, p.Step)
 	if r.deadline > 0 && r.Clock.Now()+need > r.deadline {
 		*warnings = append(*warnings, fmt.Sprintf("no step held the bar, and the GPU window has no room left to run %d sessions, below the lowest step", m))
 		return 0, false
@@ -130,12 +125,12 @@ func (r *Runner) keepsRoomBelow(steps []StepResult, n int, ramp bool) bool {
 	if r.deadline <= 0 || len(p.Ladder) < 2 || len(steps) == len(p.Previous) {
 		return true
 	}
-	low := n
-	for _, pt := range Points(steps) {
-		if pt.Judged.Verdict == verdict.Pass {
-			return true
-		}
-		low = min(low, pt.Sessions)
+	low, held := lowestUnheld(steps)
+	if held {
+		return true
+	}
+	if low == 0 || n < low {
+		low = n
 	}
 	m := low * 3 / 4
 	if m < 1 {
@@ -143,12 +138,33 @@ func (r *Runner) keepsRoomBelow(steps []StepResult, n int, ramp bool) bool {
 	}
 	this := p.Warmup + p.Step
 	if ramp {
-		this = time.Duration(1+rampBatches(p, n))*p.Warmup + p.Step
+		this = rampedStep(p, n, p.Step)
 	}
 	// the step below at its longest: it runs to hold, and at fewer sessions
 	// it makes fewer turns, so its error part needs the time to be decided
 	// (reference 0 at 7 sessions: 0 errors in 114 turns of 10 minutes, a
 	// Wilson bound of 3.3% against a 2% bar, with no room left to run on)
-	below := time.Duration(1+rampBatches(p, m))*p.Warmup + max(p.MaxStep, p.Step)
+	below := rampedStep(p, m, max(p.MaxStep, p.Step))
 	return r.Clock.Now()+this+below <= r.deadline
+}
+
+// rampedStep is how long a step of n sessions judged for judged takes from
+// a drained engine: its lanes come back in batches of the ladder's first
+// step, one warm-up each, as step does.
+func rampedStep(p Plan, n int, judged time.Duration) time.Duration {
+	return time.Duration(1+rampBatches(p, n))*p.Warmup + judged
+}
+
+// lowestUnheld is the fewest sessions of the judged steps (0: none), and
+// whether any of them held the bar.
+func lowestUnheld(steps []StepResult) (low int, held bool) {
+	for _, pt := range Points(steps) {
+		if pt.Judged.Verdict == verdict.Pass {
+			return low, true
+		}
+		if low == 0 || pt.Sessions < low {
+			low = pt.Sessions
+		}
+	}
+	return low, false
 }
