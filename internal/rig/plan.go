@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -366,26 +367,23 @@ func (p Plan) WriteText(w io.Writer) error {
 // 0.15-37 s). It names the smallest step with two lanes in every tier.
 func singleLaneNote(cfg config.Run) string {
 	w := cfg.Workload
-	mix := []load.TierShare{{Tier: "heavy", Share: w.Mix.Heavy}, {Tier: "light", Share: w.Mix.Light}}
 	if !(w.Mix.Heavy > 0 && w.Mix.Light > 0) {
 		return "" // one tier: its lanes are resampled together
 	}
-	single := func(n int) []string {
-		var tiers []string
+	mix := mixOf(w)
+	var steps, tiers []string
+	for _, n := range cfg.Sweep.Ladder {
+		lanes := load.LanesPerTier(n, mix)
+		var single []string
 		for _, m := range mix {
-			if load.LanesPerTier(n, mix)[m.Tier] == 1 {
-				tiers = append(tiers, m.Tier)
+			if lanes[m.Tier] == 1 {
+				single = append(single, m.Tier)
 			}
 		}
-		return tiers
-	}
-	var steps []string
-	var tiers []string
-	for _, n := range cfg.Sweep.Ladder {
-		if t := single(n); len(t) > 0 {
+		if len(single) > 0 {
 			steps = append(steps, strconv.Itoa(n))
-			if len(t) > len(tiers) {
-				tiers = t
+			if len(single) > len(tiers) {
+				tiers = single
 			}
 		}
 	}
@@ -395,7 +393,7 @@ func singleLaneNote(cfg config.Run) string {
 	least := 2
 	for ; least < 1000; least++ {
 		lanes := load.LanesPerTier(least, mix)
-		if lanes["heavy"] >= 2 && lanes["light"] >= 2 {
+		if !slices.ContainsFunc(mix, func(m load.TierShare) bool { return lanes[m.Tier] < 2 }) {
 			break
 		}
 	}

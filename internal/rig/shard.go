@@ -27,7 +27,7 @@ func lanesOf(cfg config.Run, client *load.Client, clock *timescale.Clock, sessio
 	w := cfg.Workload
 	return load.Options{
 		Client: client, Clock: clock, Tiers: sessions, Fresh: FreshSessions(w),
-		Mix:       []load.TierShare{{Tier: "heavy", Share: w.Mix.Heavy}, {Tier: "light", Share: w.Mix.Light}},
+		Mix:       mixOf(w),
 		Prompts:   prompt.Builder{Seed: w.Seed, BlockSize: prompt.DefaultBlockSize, TokensPerWord: tokensPerWord, Memo: prompt.NewMemo(prompt.MemoBytes)},
 		ThinkTime: w.ThinkTime, ThinkCap: seconds(w.ThinkTimeCapS),
 		Timeout: seconds(w.RequestTimeoutS), PrimeTimeout: seconds(w.PrimeTimeoutS),
@@ -35,6 +35,11 @@ func lanesOf(cfg config.Run, client *load.Client, clock *timescale.Clock, sessio
 		Retry: load.RetryPolicy{Attempts: w.Retry.Attempts, Base: seconds(w.Retry.BackoffS), Max: seconds(w.Retry.BackoffMaxS)},
 		Shard: index, Shards: cfg.Sweep.ShardCount(),
 	}
+}
+
+// mixOf is the run file's mix as the load generator's tier shares.
+func mixOf(w config.Workload) []load.TierShare {
+	return []load.TierShare{{Tier: "heavy", Share: w.Mix.Heavy}, {Tier: "light", Share: w.Mix.Light}}
 }
 
 // ShardStarter starts shard index of a sharded run on this machine,
