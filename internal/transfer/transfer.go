@@ -141,7 +141,9 @@ func transferCase(ctx context.Context, c Case, out string, run calibrate.Runner)
 		profile sim.Profile
 	}
 	variants := []variant{{"+0.00", fit.Shifted(0)}, {"-1.96", fit.Shifted(-1.96)}, {"+1.96", fit.Shifted(1.96)}}
-	if q, ok := fit.Param("ttft_from_admission"); ok && q.Status == calibrate.Prior {
+	q, ok := fit.Param("ttft_from_admission")
+	bothWays := ok && q.Status == calibrate.Prior
+	if bothWays {
 		// what the runs cannot tell is predicted both ways: a calibration run
 		// that never queued cannot say whether the engine's TTFT counts queue
 		// time (llm-d-inference-sim's does not), and a prediction that queues
@@ -206,7 +208,7 @@ func transferCase(ctx context.Context, c Case, out string, run calibrate.Runner)
 	if row.Measured.NotEstablished {
 		notes = append(notes, "the measured run established none: no step held")
 	}
-	if len(variants) > 3 {
+	if bothWays {
 		notes = append(notes, "queue time in the TTFT not identified: predicted both ways")
 	}
 	row.Note = strings.Join(notes, "; ")
