@@ -16,6 +16,7 @@ import (
 	"github.com/headroom-bench/headroom/internal/report"
 	"github.com/headroom-bench/headroom/internal/signal"
 	"github.com/headroom-bench/headroom/internal/stats"
+	"github.com/headroom-bench/headroom/internal/sweep"
 )
 
 // Plan is the dry plan of a run: what it will do and how long it will take,
@@ -156,6 +157,17 @@ func planEvals(cfg config.Run) (float64, string, error) {
 		total, strings.Join(each, ", "), evalCaseS, cfg.Evals.TimeoutS), nil
 }
 
+// adaptiveSteps is what an adaptive sweep may run: the sessions of its
+// longest climb and bisection (sweep.AdaptivePath, the sweep's own
+// sequence), and the words for them. The ladder gives its first and last
+// step; the steps between are the bisection's, not the ladder's.
+func adaptiveSteps(sw config.Sweep) ([]int, string) {
+	path, capacity := sweep.AdaptivePath(sw.Ladder, sw.Resolution)
+	top := sw.Ladder[len(sw.Ladder)-1]
+	return path, fmt.Sprintf("adaptive: %d sessions first, doubling up to %d until a step fails, then halving the gap between the highest step that held and the lowest that failed until they are %d apart: at most %d steps of %.0fs warm-up + %.0fs judged (those below, for a capacity of %d)",
+		sw.Ladder[0], top, sw.Resolution, len(path), sw.WarmupS, sw.StepS, capacity)
+}
+
 // sweepBudget is the sweep's share of the GPU window: the window less the
 // allowances for pre-flight, post-flight's drain and rollback. No step is
 // extended past it.
@@ -178,7 +190,11 @@ func MakePlan(cfg config.Run) (Plan, error) {
 	p := Plan{Recipe: cfg.Recipe.Name, GPUs: cfg.Recipe.Nodes * cfg.Recipe.GPUsPerNode, WindowMin: cfg.Sweep.GPUWindowMin}
 	sw := cfg.Sweep
 	stepMin := (sw.WarmupS + sw.StepS) / 60
-	for _, n := range sw.Ladder {
+	sessionsRun, what := sw.Ladder, fmt.Sprintf("%d steps of %.0fs warm-up + %.0fs judged, stopping at the first that fails", len(sw.Ladder), sw.WarmupS, sw.StepS)
+	if sw.Mode == "adaptive" {
+		sessionsRun, what = adaptiveSteps(sw)
+	}
+	for _, n := range sessionsRun {
 		st := PlanStep{Sessions: n, WarmupS: sw.WarmupS, StepS: sw.StepS, Requests: int(math.Round(float64(n) * sw.StepS / turnS))}
 		switch n {
 		case sw.Target:
@@ -188,8 +204,7 @@ func MakePlan(cfg config.Run) (Plan, error) {
 		}
 		p.Steps = append(p.Steps, st)
 	}
-	sweepMin := stepMin * float64(len(sw.Ladder))
-	what := fmt.Sprintf("%d steps of %.0fs warm-up + %.0fs judged, stopping at the first that fails", len(sw.Ladder), sw.WarmupS, sw.StepS)
+	sweepMin := stepMin * float64(len(sessionsRun))
 	if sw.RepeatCrossing() && len(sw.Ladder) > 1 {
 		sweepMin += 2 * stepMin
 		what += ", then the 2 steps either side of the crossing again (and, when none held, the highest too-close step below them, then up to 2 steps below the lowest, each only if the window still has room)"
@@ -230,7 +245,10 @@ func MakePlan(cfg config.Run) (Plan, error) {
 	if !p.Fits {
 		p.Notes = append(p.Notes, fmt.Sprintf("the worst case takes %.0f minutes, more than the %.0f-minute window: shorten steps or the ladder, or ask for a longer window", p.Minutes, cfg.Sweep.GPUWindowMin))
 	}
-	if n := singleLaneNote(cfg); n != "" {
+	if n := singleLaneNote(cfg, sessionsRun); n != "" {
+		p.Notes = append(p.Notes, n)
+	}
+	if n := tierlessNote(cfg, sessionsRun); n != "" {
 		p.Notes = append(p.Notes, n)
 	}
 	var ctxNote string
@@ -365,14 +383,14 @@ func (p Plan) WriteText(w io.Writer) error {
 // session, expands the sessions' reach as a t with one degree of freedom
 // allows (9 times; llm-d-inference-sim at 2 sessions: TTFT 2.38 s, interval
 // 0.15-37 s). It names the smallest step with two lanes in every tier.
-func singleLaneNote(cfg config.Run) string {
+func singleLaneNote(cfg config.Run, sessionsRun []int) string {
 	w := cfg.Workload
 	if !(w.Mix.Heavy > 0 && w.Mix.Light > 0) {
 		return "" // one tier: its lanes are resampled together
 	}
 	mix := mixOf(w)
 	var steps, tiers []string
-	for _, n := range cfg.Sweep.Ladder {
+	for _, n := range sessionsRun {
 		lanes := load.LanesPerTier(n, mix)
 		var single []string
 		for _, m := range mix {
@@ -403,4 +421,24 @@ func singleLaneNote(cfg config.Run) string {
 	}
 	return fmt.Sprintf("at %s sessions %s: one lane shows nothing of how a tier's sessions differ, which a step's interval must carry (it resamples sessions within each tier), so there the interval either leaves that out or, once a lane has replayed a second session, widens as far as one degree of freedom allows (about 9 times: llm-d-inference-sim at 2 sessions read TTFT 2.38 s, 0.15-37 s); the smallest step with two lanes in every tier of this mix is %d sessions",
 		strings.Join(steps, ", "), have, least)
+}
+
+// tierlessNote names the steps where a tier of the mix gets no lane at all
+// (0.9/0.1 at 4 sessions: four heavy lanes), so that step runs the other
+// tiers alone and its verdict is not the mix's.
+func tierlessNote(cfg config.Run, sessionsRun []int) string {
+	mix := mixOf(cfg.Workload)
+	var notes []string
+	for _, n := range sessionsRun {
+		lanes := load.LanesPerTier(n, mix)
+		for _, m := range mix {
+			if m.Share > 0 && lanes[m.Tier] == 0 {
+				notes = append(notes, fmt.Sprintf("%d sessions give the %s tier no lane", n, m.Tier))
+			}
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return strings.Join(notes, "; ") + ": such a step replays the other tier alone, so its verdict is not the mix's; a step with at least one lane in every tier runs it"
 }

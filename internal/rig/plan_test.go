@@ -3,6 +3,7 @@ package rig
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -103,5 +104,71 @@ func TestPlanWarnsOfSingleLaneTiers(t *testing.T) {
 		case c.want != "" && !strings.Contains(got, c.want):
 			t.Errorf("ladder %v, mix %g/%g: note %q, want it to say %q", c.ladder, c.heavy, c.light, got, c.want)
 		}
+	}
+}
+
+// TestPlanCountsTheAdaptiveSweepsSteps: an adaptive sweep doubles from the
+// ladder's first step and bisects, so it runs other steps than the ladder
+// and may run more of them (the default's ladder: 4, 8, 16, 12, 10, 9 for a
+// capacity of 8, six steps where the ladder has five). Plan had printed the
+// ladder's steps and minutes for it.
+func TestPlanCountsTheAdaptiveSweepsSteps(t *testing.T) {
+	cfg := config.Default()
+	ladder, err := MakePlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Sweep.Mode = "adaptive"
+	p, err := MakePlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, s := range p.Steps {
+		got = append(got, s.Sessions)
+	}
+	if want := []int{4, 8, 16, 12, 10, 9}; !slices.Equal(got, want) {
+		t.Errorf("adaptive plan's steps %v, want the longest path %v", got, want)
+	}
+	sweepOf := func(p Plan) PlanPhase {
+		for _, ph := range p.Phases {
+			if ph.Name == PhaseSweep {
+				return ph
+			}
+		}
+		t.Fatal("no sweep phase")
+		return PlanPhase{}
+	}
+	stepMin := (cfg.Sweep.WarmupS + cfg.Sweep.StepS) / 60
+	if got, want := sweepOf(p).Minutes, 8*stepMin; math.Abs(got-want) > 1e-9 {
+		t.Errorf("adaptive sweep %.1f minutes, want 6 steps and 2 repeats, %.1f", got, want)
+	}
+	if got, want := sweepOf(ladder).Minutes, 7*stepMin; math.Abs(got-want) > 1e-9 {
+		t.Errorf("ladder sweep %.1f minutes, want 5 steps and 2 repeats, %.1f", got, want)
+	}
+	if what := sweepOf(p).What; !strings.Contains(what, "adaptive: 4 sessions first, doubling up to 20") || !strings.Contains(what, "at most 6 steps") {
+		t.Errorf("adaptive sweep described as %q", what)
+	}
+	if p.Minutes <= ladder.Minutes {
+		t.Errorf("adaptive worst case %.0f minutes, want more than the ladder's %.0f", p.Minutes, ladder.Minutes)
+	}
+}
+
+// TestPlanNamesStepsWithoutATier: at 0.9/0.1, 4 sessions give the light
+// tier no lane, so that step replays heavy sessions alone; plan said
+// nothing.
+func TestPlanNamesStepsWithoutATier(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sweep.Ladder, cfg.Workload.Mix.Heavy, cfg.Workload.Mix.Light = []int{4, 8, 12}, 0.9, 0.1
+	p, err := MakePlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "4 sessions give the light tier no lane") }) {
+		t.Errorf("notes %q: want 4 sessions named as giving the light tier no lane", p.Notes)
+	}
+	cfg.Workload.Mix.Heavy, cfg.Workload.Mix.Light = 0.5, 0.5
+	if p, _ = MakePlan(cfg); slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, "no lane") }) {
+		t.Errorf("half and half at 4, 8, 12: notes %q, want none of a tier without a lane", p.Notes)
 	}
 }

@@ -118,3 +118,33 @@ func lastAt(steps []StepResult, n int) int {
 	}
 	return idx
 }
+
+// AdaptivePath is the longest climb and bisection an adaptive sweep of this
+// ladder can run before its repeats: the sessions of each step, in order,
+// for the capacity that needs the most steps (each step held exactly when
+// its sessions are at most that capacity), and that capacity (the least
+// of those that need as many). It runs the sweep's own sequence, so a
+// plan counts the steps the sweep would take.
+func AdaptivePath(ladder []int, resolution int) (path []int, capacity int) {
+	if len(ladder) == 0 {
+		return nil, 0
+	}
+	var longest []int
+	at := 0
+	for capacity := 0; capacity <= ladder[len(ladder)-1]; capacity++ {
+		q := newSequence(Plan{Ladder: ladder, Adaptive: true, Resolution: resolution})
+		var path []int
+		for {
+			n, more := q.next()
+			if !more {
+				break
+			}
+			path = append(path, n)
+			q.judged(n, n > capacity)
+		}
+		if len(path) > len(longest) {
+			longest, at = path, capacity
+		}
+	}
+	return longest, at
+}
