@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/headroom-bench/headroom/internal/config"
@@ -91,7 +92,7 @@ func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 	sum.RunDir = d.Path()
 	if prevErr == nil {
 		sum.Started, sum.WallS, sum.Versions, sum.Calibration = prev.Started, prev.WallS, prev.Versions, prev.Calibration
-		sum.Phases = prev.Phases
+		sum.Phases = rejudgedPhases(prev.Phases, res.Capacity, bar != nil)
 		sum.OverContext = prev.OverContext
 	}
 	// a suite that failed with confidence blocks the recipe whatever the
@@ -104,6 +105,27 @@ func Judge(d *report.Dir, bar *config.Bar) (report.Summary, error) {
 		sum.Block(why)
 	}
 	return sum, nil
+}
+
+// rejudgedPhases keeps the live run's phases, which cannot be run again,
+// but says the capacity that was judged now, not the one the live run
+// printed: re-judged under another bar, the old line could read "not
+// established" above a capacity of 8. Under another bar the sweep's line is
+// marked as the live run's, since its stop reason was judged under the
+// run's own bar.
+func rejudgedPhases(live []report.Phase, c sweep.Capacity, otherBar bool) []report.Phase {
+	out := slices.Clone(live)
+	for i := range out {
+		switch out[i].Name {
+		case PhaseCapacity:
+			out[i].Detail = c.String()
+		case PhaseSweep:
+			if otherBar && out[i].Detail != "" {
+				out[i].Detail = "as run, under the run's own bar: " + out[i].Detail
+			}
+		}
+	}
+	return out
 }
 
 // rejudge judges each saved step again from the saved scrapes and records,

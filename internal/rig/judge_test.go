@@ -90,6 +90,37 @@ func TestJudgeReproducesTheLiveRun(t *testing.T) {
 	for i := range live.Steps {
 		sameJSON(t, "step "+string(live.Steps[i].Verdict), live.Steps[i], again.Steps[i])
 	}
+	sameJSON(t, "phases", live.Phases, again.Phases)
+
+	// under another bar the capacity phase says the capacity judged now,
+	// not the live run's (which read "not established" above a capacity of
+	// 8 when a recorded run was judged again at a looser bar)
+	loose := cfg.Bar
+	loose.TTFTP90S, loose.InteractivityP90TPS, loose.ErrorRate = 1e6, 1e-6, 0.9
+	looser, err := Judge(d, &loose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if looser.Capacity.String() == live.Capacity.String() {
+		t.Fatalf("a bar nobody misses gave the live run's capacity %q: the test no longer changes the verdict", live.Capacity.String())
+	}
+	found := false
+	for _, ph := range looser.Phases {
+		switch ph.Name {
+		case PhaseCapacity:
+			found = true
+			if ph.Detail != looser.Capacity.String() {
+				t.Errorf("re-judged under another bar, the capacity phase reads %q, the capacity %q", ph.Detail, looser.Capacity.String())
+			}
+		case PhaseSweep:
+			if !strings.HasPrefix(ph.Detail, "as run, under the run's own bar: ") {
+				t.Errorf("re-judged under another bar, the sweep phase reads %q as if judged under it", ph.Detail)
+			}
+		}
+	}
+	if !found {
+		t.Error("the re-judged summary has no capacity phase")
+	}
 }
 
 // sameJSON fails the test when a and b do not encode alike.
