@@ -91,11 +91,20 @@ func LoadCases(path string) ([]Case, error) {
 			return nil, fmt.Errorf("transfer cases %s: case %d needs name, calibrate and measured", path, i+1)
 		}
 		for j := range c.Calibrate {
-			c.Calibrate[j] = filepath.Join(dir, c.Calibrate[j])
+			c.Calibrate[j] = relativeTo(dir, c.Calibrate[j])
 		}
-		c.Measured = filepath.Join(dir, c.Measured)
+		c.Measured = relativeTo(dir, c.Measured)
 	}
 	return cs, nil
+}
+
+// relativeTo reads a run directory named in a cases file: relative to the
+// file's folder, or as given when absolute.
+func relativeTo(dir, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
 }
 
 // Measure fits and predicts every case, the predicted runs' directories

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -120,5 +121,26 @@ func TestRowJSONWithoutAMeasuredCapacity(t *testing.T) {
 	}
 	if got := back[0]; got["error_steps"] != "NaN" || got["hi"] != "+Inf" || got["predicted"] != 6.2 || got["case"] != r.Case {
 		t.Errorf("row read back as %v", got)
+	}
+}
+
+// TestLoadCasesKeepsAbsolutePaths reads a cases file naming one run
+// directory relative to it and one absolute: the absolute one is kept as
+// given (it was joined under the file's folder, a path that does not exist).
+func TestLoadCasesKeepsAbsolutePaths(t *testing.T) {
+	dir := t.TempDir()
+	abs := filepath.Join(t.TempDir(), "elsewhere")
+	file := filepath.Join(dir, "cases.yaml")
+	body := "- name: one\n  calibrate: [run-a, " + abs + "]\n  measured: " + abs + "\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := LoadCases(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(dir, "run-a"), abs}
+	if len(cs) != 1 || !slices.Equal(cs[0].Calibrate, want) || cs[0].Measured != abs {
+		t.Errorf("LoadCases read %+v, want calibrate %v and measured %s", cs, want, abs)
 	}
 }
