@@ -219,15 +219,15 @@ canary:
 
 // TestCanaryJudgesWithTheRunFilesOptions: the canary judges its windows as
 // a recipe run judges its steps, so bar.allow_preemptions and
-// sweep.kv_full reach it (it had judged with the defaults alone, so a run
+// sweep.kv_limit reach it (it had judged with the defaults alone, so a run
 // file that allowed preemptions still had its canary held too close).
 func TestCanaryJudgesWithTheRunFilesOptions(t *testing.T) {
 	cfg := config.Default()
 	cfg.Canary = &config.Canary{Shares: []float64{0.05, 0.2}, HoldS: 120}
 	cfg.Bar.AllowPreemptions, cfg.Bar.ClientErrors = true, true
-	cfg.Sweep.KVFull, cfg.Sweep.Seed, cfg.Sweep.Resamples = 0.9, 7, 500
+	cfg.Sweep.KVLimit, cfg.Sweep.Seed, cfg.Sweep.Resamples = 0.9, 7, 500
 	o := canaryPlan(cfg).Options
-	if !o.AllowPreemptions || !o.ClientErrors || o.KVFull != 0.9 || o.Seed != 7 || o.Resamples != 500 {
-		t.Errorf("canary options %+v: want allow_preemptions, client_errors, kv_full 0.9, seed 7 and 500 resamples from the run file", o)
+	if !o.AllowPreemptions || !o.ClientErrors || o.KVLimit != 0.9 || o.Seed != 7 || o.Resamples != 500 {
+		t.Errorf("canary options %+v: want allow_preemptions, client_errors, kv_limit 0.9, seed 7 and 500 resamples from the run file", o)
 	}
 }

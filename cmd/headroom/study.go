@@ -24,6 +24,7 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 		repeatSessions        string
 		sets                  []string
 		workers               int
+		firstSeed             uint64
 		asJSON                bool
 		out                   string
 	)
@@ -66,7 +67,7 @@ func studyCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "coverage",
 		Short: "How often step and capacity intervals cover a truth pooled from many independent runs, and how often steps read pass or fail against it",
 		Long: `coverage runs each run file --runs times on the virtual clock, each with its
-own workload and sweep seed (1000, 1001, ...), exactly as simulate does. It
+own workload and sweep seed (1000, 1001, ..., or from --first-seed), exactly as simulate does. It
 then measures the truth, which no estimator under study defines: at every
 session count the runs stepped at, --truth-runs further runs (seeds of their
 own, no repeat, no kill switch) climb the run file's ladder to that count, as
@@ -88,6 +89,7 @@ half-width against the spread of its estimate between runs (calibrated: 1.96
 standard deviations; a ratio near 1 is calibrated, well above 1 covers by
 being wide) and the GPU minutes each sweep spent.`,
 		Example: `  headroom sim study coverage --runs 20 --truth-runs 20
+  headroom sim study coverage --runs 60 --first-seed 5000 --json
   headroom sim study coverage -f examples/reference/0-vllm.yaml --runs 20 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -105,7 +107,7 @@ being wide) and the GPU minutes each sweep spent.`,
 			}
 			var all []study.Coverage
 			for _, cfg := range cfgs {
-				o := study.Options{Runs: runs, TruthRuns: truthRuns, Fine: fine, Workers: workers}
+				o := study.Options{Runs: runs, TruthRuns: truthRuns, Fine: fine, Workers: workers, FirstSeed: firstSeed}
 				c, err := study.MeasureCoverage(cmd.Context(), cfg, o, study.VirtualWith(d, ro), stderr)
 				if err != nil {
 					return err
@@ -123,6 +125,7 @@ being wide) and the GPU minutes each sweep spent.`,
 	}
 	coverage.Flags().IntVar(&runs, "runs", 20, "runs per run file, each with its own seed")
 	coverage.Flags().IntVar(&truthRuns, "truth-runs", 20, "further runs pooled into the truth at each level")
+	coverage.Flags().Uint64Var(&firstSeed, "first-seed", 1000, "the first run's workload and sweep seed (the runs take it and those after it); another measures a rule on runs it was not chosen from")
 	coverage.Flags().IntVar(&fine, "fine", 6, "the most levels of the fine grid near the crossing")
 	coverage.Flags().StringVar(&repeatSessions, "repeat-sessions", "fresh", "what a run's repeats replay: fresh (sessions synthesised from a fresh seed, as runs do) or same (fresh plays of the sessions the run first drew), to compare the two")
 	sweeps := &cobra.Command{

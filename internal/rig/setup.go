@@ -35,7 +35,7 @@ func VerdictOptions(cfg config.Run) verdict.Options {
 	opts := verdict.DefaultOptions()
 	opts.Seed, opts.Resamples, opts.Block = cfg.Sweep.Seed, cfg.Sweep.Resamples, cfg.Sweep.BootstrapBlock
 	opts.ClientErrors = cfg.Bar.ClientErrors
-	opts.AllowPreemptions, opts.KVFull = cfg.Bar.AllowPreemptions, cfg.Sweep.KVFull
+	opts.AllowPreemptions, opts.KVLimit = cfg.Bar.AllowPreemptions, cfg.Sweep.KVLimit
 	return opts
 }
 

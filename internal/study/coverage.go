@@ -27,6 +27,10 @@ type Options struct {
 	// truth held and the first that did not (default 6).
 	Fine    int
 	Workers int
+	// FirstSeed is the first run's seed (the i-th run's is FirstSeed+i);
+	// 0 is 1000. Another first seed measures a rule on runs it was not
+	// chosen from.
+	FirstSeed uint64
 }
 
 // Rate is k of n with its 95% Wilson score interval.
@@ -161,8 +165,8 @@ type Coverage struct {
 	WallS float64 `json:"wall_s"`
 }
 
-// MeasureCoverage runs base o.Runs times (seed 1000+i for workload and
-// bootstrap both), measures the pooled truth at every session count the
+// MeasureCoverage runs base o.Runs times (seed o.FirstSeed+i, 1000+i by
+// default, for workload and bootstrap both), measures the pooled truth at every session count the
 // runs stepped at and on a fine grid near where it crosses the bar, and
 // scores every step interval, verdict and capacity interval against it.
 func MeasureCoverage(ctx context.Context, base config.Run, o Options, run RunFunc, progress io.Writer) (Coverage, error) {
@@ -170,12 +174,18 @@ func MeasureCoverage(ctx context.Context, base config.Run, o Options, run RunFun
 	if o.Fine <= 0 {
 		o.Fine = 6
 	}
+	if o.FirstSeed == 0 {
+		o.FirstSeed = 1000
+	}
+	if o.FirstSeed+uint64(o.Runs) > 1_000_000 {
+		return Coverage{}, fmt.Errorf("seeds %d to %d reach the truth runs' seeds (1000000 and up): give a first seed below %d", o.FirstSeed, o.FirstSeed+uint64(o.Runs)-1, 1_000_000-o.Runs)
+	}
 	cov := Coverage{Recipe: base.Recipe.Name, Runs: o.Runs, Seeds: make([]uint64, o.Runs), Capacities: make([]string, o.Runs)}
 	sums := make([]report.Summary, o.Runs)
 	var mu sync.Mutex
 	err := rig.Parallel(ctx, o.Runs, o.Workers, func(ctx context.Context, i int) error {
 		cfg := base
-		seed := uint64(1000 + i)
+		seed := o.FirstSeed + uint64(i)
 		cfg.Workload.Seed, cfg.Sweep.Seed = seed, seed
 		sum, err := run(ctx, cfg)
 		if err != nil {

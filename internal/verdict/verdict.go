@@ -93,7 +93,7 @@ type Part struct {
 	Spread *Spread `json:"spread,omitempty"`
 	// AtLimit is true when the part would have passed but the engine
 	// preempted requests in the step (Step.Preemptions) or filled its KV
-	// cache (Options.KVFull): it reads too close.
+	// cache (Options.KVLimit): it reads too close.
 	AtLimit bool `json:"at_limit,omitempty"`
 	// CutShort is true when the kill switch ended a run of the step: the
 	// value and interval are what the windows measured before it, and the
@@ -207,12 +207,12 @@ type Options struct {
 	// engine preempted requests; by default such a step's latency cannot
 	// pass (see atLimit).
 	AllowPreemptions bool `json:"allow_preemptions,omitempty"`
-	// KVFull is the share of KV cache in use at which the engine is full
-	// (sweep.kv_full): a step whose KV cache use reached it in a scrape of
-	// the judged windows ran at the engine's limit, as one that preempted
-	// did, and its latency cannot pass either (see atLimit;
+	// KVLimit is the share of KV cache in use at which the engine is at
+	// its limit (sweep.kv_limit): a step whose KV cache use reached it in
+	// a scrape of the judged windows ran at the engine's limit, as one that
+	// preempted did, and its latency cannot pass either (see atLimit;
 	// AllowPreemptions lifts both). 0 turns this test off.
-	KVFull float64 `json:"kv_full,omitempty"`
+	KVLimit float64 `json:"kv_limit,omitempty"`
 }
 
 // DefaultOptions are 2000 resamples of windows in moving blocks of
@@ -300,7 +300,7 @@ func judgeStep(bar Bar, windows []signal.Window, load []LoadWindow, reqs []Reque
 // pass on their own windows). A pass is a claim about the recipe, not
 // about the sessions one run drew, so it needs a step clear of that limit.
 //
-// A KV cache that filled (use at or above o.KVFull in some scrape) is the
+// A KV cache that filled (use at or above o.KVLimit in some scrape) is the
 // same limit reached before the engine had to preempt: the next longer
 // prompt preempts or queues. On the built-in simulator's heavy-only mix,
 // every 8-session step whose truth (P90 TTFT 5.9 s against a 5.3 s bar,
@@ -322,7 +322,7 @@ func (st *Step) atLimit(windows []signal.Window, o Options) {
 			peak = math.Max(peak, g.Max)
 		}
 	}
-	full := o.KVFull > 0 && peak >= o.KVFull
+	full := o.KVLimit > 0 && peak >= o.KVLimit
 	if !(st.Preemptions > 0 || full) || o.AllowPreemptions {
 		return
 	}
@@ -339,7 +339,7 @@ func (st *Step) atLimit(windows []signal.Window, o Options) {
 	}
 	switch {
 	case demoted && !(st.Preemptions > 0):
-		st.Warnings = append(st.Warnings, fmt.Sprintf("the engine's KV cache reached %.1f%% in use (sweep.kv_full: %.0f%%) without preempting: it is at its limit, where another draw of sessions makes it preempt and can tip it into a queue that runs away, so latency reads too close, not pass (bar.allow_preemptions: true judges it on the bar alone)", 100*peak, 100*o.KVFull))
+		st.Warnings = append(st.Warnings, fmt.Sprintf("the engine's KV cache reached %.1f%% in use (sweep.kv_limit: %.0f%%) without preempting: it is at its limit, where another draw of sessions makes it preempt and can tip it into a queue that runs away, so latency reads too close, not pass (bar.allow_preemptions: true judges it on the bar alone)", 100*peak, 100*o.KVLimit))
 	case demoted:
 		st.Warnings = append(st.Warnings, fmt.Sprintf("the engine preempted %g requests for lack of KV cache: it is at its limit, where another draw of sessions can tip it into a queue that runs away, so latency reads too close, not pass (bar.allow_preemptions: true judges it on the bar alone)", st.Preemptions))
 	}
