@@ -267,7 +267,7 @@ func MakePlan(cfg config.Run) (Plan, error) {
 	parts := map[string]string{
 		signal.TTFT: "ttft", signal.TPOT: "interactivity", signal.ITL: "interactivity (derived per request from inter-token latency)",
 		signal.HTTP4xx: "errors", signal.HTTP5xx: "errors", signal.RequestsAborted: "errors",
-		signal.Running: "post-flight, kill switch", signal.Waiting: "post-flight, kill switch", signal.KVCacheUsage: "KV-full stop",
+		signal.Running: "post-flight, kill switch", signal.Waiting: "post-flight, kill switch", signal.KVCacheUsage: "KV-full stop, latency at the KV limit",
 	}
 	names := make([]string, 0, len(parts))
 	for n := range parts {
