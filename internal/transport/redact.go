@@ -148,7 +148,11 @@ func (r *Redactor) Bytes(b []byte) []byte {
 
 // Writer redacts everything written through it before passing it on. Each
 // Write is redacted on its own: callers write whole lines (log lines, JSON
-// records), so a secret is never split across two writes.
+// records), so a secret is never split across two writes. Writes are
+// serialized: a run shares its progress writer between its own log lines
+// and the goroutines that copy its shard processes' output, and the writer
+// underneath (a bytes.Buffer, a terminal view) need not be safe for
+// concurrent use.
 func (r *Redactor) Writer(w io.Writer) io.Writer {
 	if w == nil {
 		return nil
@@ -157,12 +161,16 @@ func (r *Redactor) Writer(w io.Writer) io.Writer {
 }
 
 type redactWriter struct {
-	r *Redactor
-	w io.Writer
+	r  *Redactor
+	mu sync.Mutex
+	w  io.Writer
 }
 
 func (w *redactWriter) Write(p []byte) (int, error) {
-	if _, err := w.w.Write(w.r.Bytes(p)); err != nil {
+	out := w.r.Bytes(p)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.w.Write(out); err != nil {
 		return 0, err
 	}
 	return len(p), nil
