@@ -43,8 +43,8 @@ func TestTheDefaultRunKeepsAStepNearAFullCacheFromPassing(t *testing.T) {
 			ws[i] = signal.Window{
 				Start: time.Duration(i) * 60 * time.Second, End: time.Duration(i+1) * 60 * time.Second,
 				Hist: map[string]stats.Histogram{
-					signal.TTFT: cumulative(ttft, []float64{0, 50 + float64(i%3), 45, 5}), // P90 in (1, 2] s
-					signal.TPOT: cumulative(tpot, []float64{0, 0, 100 + float64(i%3)}),    // 20-40 tokens/s
+					signal.TTFT: stats.FromCounts(ttft, []float64{0, 50 + float64(i%3), 45, 5}), // P90 in (1, 2] s
+					signal.TPOT: stats.FromCounts(tpot, []float64{0, 0, 100 + float64(i%3)}),    // 20-40 tokens/s
 				},
 				Counter: map[string]float64{signal.HTTP4xx: 0, signal.HTTP5xx: 0, signal.RequestsAborted: 0},
 				Gauge:   map[string]signal.GaugeStat{signal.KVCacheUsage: kv},
@@ -63,18 +63,4 @@ func TestTheDefaultRunKeepsAStepNearAFullCacheFromPassing(t *testing.T) {
 	if st := verdict.Judge(BarOf(cfg.Bar), windows(0.90), load, o); st.Verdict != verdict.Pass {
 		t.Errorf("KV cache peaked at 90%% under the default run file: %s, want pass (warnings %v)", st.Verdict, st.Warnings)
 	}
-}
-
-// cumulative is a histogram of the given per-bucket counts.
-func cumulative(upper, counts []float64) stats.Histogram {
-	h := stats.Histogram{Upper: upper, Cumulative: make([]float64, len(upper))}
-	run := 0.0
-	for i := range upper {
-		if i < len(counts) {
-			run += counts[i]
-		}
-		h.Cumulative[i] = run
-	}
-	h.Count = run
-	return h
 }

@@ -14,6 +14,22 @@ type Histogram struct {
 	Count, Sum float64
 }
 
+// FromCounts is the histogram with the given bounds whose i-th bucket
+// (above Upper[i-1], at most Upper[i]) holds counts[i]; buckets past the end
+// of counts hold none. Sum is left 0.
+func FromCounts(upper, counts []float64) Histogram {
+	h := Histogram{Upper: upper, Cumulative: make([]float64, len(upper))}
+	run := 0.0
+	for i := range upper {
+		if i < len(counts) {
+			run += counts[i]
+		}
+		h.Cumulative[i] = run
+	}
+	h.Count = run
+	return h
+}
+
 // Empty reports whether the histogram has no buckets at all (the zero value).
 func (h Histogram) Empty() bool { return len(h.Upper) == 0 }
 

@@ -3,6 +3,7 @@ package stats
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -105,5 +106,16 @@ func TestJSONKeepsInfinity(t *testing.T) {
 	_ = json.Unmarshal(b, &m)
 	if _, ok := m["S"].(map[string]any)["value"]; !ok {
 		t.Errorf("Summary JSON has no \"value\" key: %s", b)
+	}
+}
+
+// TestFromCounts: per-bucket counts become cumulative ones, with the count.
+func TestFromCounts(t *testing.T) {
+	h := FromCounts([]float64{1, 2, math.Inf(1)}, []float64{3, 0, 2})
+	if !slices.Equal(h.Cumulative, []float64{3, 3, 5}) || h.Count != 5 {
+		t.Errorf("FromCounts gave cumulative %v, count %g; want [3 3 5], 5", h.Cumulative, h.Count)
+	}
+	if v, _, _, ok := h.Quantile(0.5); !ok || v > 1 {
+		t.Errorf("median %g (ok %v), want within the first bucket", v, ok)
 	}
 }

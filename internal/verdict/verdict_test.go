@@ -20,18 +20,7 @@ var (
 )
 
 // hist turns per-bucket counts into a cumulative histogram.
-func hist(upper, counts []float64) stats.Histogram {
-	h := stats.Histogram{Upper: upper, Cumulative: make([]float64, len(upper))}
-	run := 0.0
-	for i := range upper {
-		if i < len(counts) {
-			run += counts[i]
-		}
-		h.Cumulative[i] = run
-	}
-	h.Count = run
-	return h
-}
+func hist(upper, counts []float64) stats.Histogram { return stats.FromCounts(upper, counts) }
 
 // spec describes every window of a step: per-bucket counts (a window-dependent
 // wobble is added to the first non-empty bucket so resamples differ) and the
