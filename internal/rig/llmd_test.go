@@ -107,9 +107,12 @@ func TestLLMDShortStepPasses(t *testing.T) {
 		// Unloaded the step is decided in its first 30 s (about 240
 		// turns); it may extend to 240 s, since at load 20 a starved
 		// client sent 55 turns in 30 s and read too close with no room
-		// to extend (max_step_s was 60)
+		// to extend (max_step_s was 60). The warm-up is 40 s: at load 20
+		// three of the 8 lanes' priming requests outlasted a 10 s warm-up
+		// (2026-12-07), and a lane that joins the judged time cold ends
+		// the run (sweep.ErrWarmupTooShort)
 		{"sweep.ladder", "[8]"}, {"sweep.target", "8"}, {"sweep.stress", "null"}, {"sweep.repeat", "false"},
-		{"sweep.warmup_s", "10"}, {"sweep.step_s", "30"}, {"sweep.max_step_s", "240"}, {"sweep.window_s", "10"}, {"sweep.drain_s", "30"},
+		{"sweep.warmup_s", "40"}, {"workload.prime_timeout_s", "40"}, {"sweep.step_s", "30"}, {"sweep.max_step_s", "240"}, {"sweep.window_s", "10"}, {"sweep.drain_s", "30"},
 		{"evals.suites", "[]"}, {"evals.under_load_share", "0"}, {"workload.think_time", "none"},
 		{"output", t.TempDir()},
 	} {
