@@ -44,6 +44,9 @@ import (
 // `.ci/kube-apiserver.sh build`) over etcd on loopback.
 const kasScript = "../../.ci/kube-apiserver.sh"
 
+// kasStart is the shared script kasScript runs to start the server.
+const kasStart = "../../../shared/servers/kube-apiserver/start.sh"
+
 // realAPIServer starts a kube-apiserver for one test and stops it (the
 // processes the script started, by their pids) at the test's end. It skips,
 // saying why, when the server is not built or etcd is missing, except that
@@ -62,6 +65,15 @@ func realAPIServer(t *testing.T) *rest.Config {
 		if u := os.Getenv("HEADROOM_KAS_UNAVAILABLE"); u != "" {
 			t.Skip(why + " (" + u + ")")
 		}
+		if os.Getenv("HEADROOM_REQUIRE_SHARED") == "1" {
+			t.Fatal(why + " (HEADROOM_REQUIRE_SHARED=1)")
+		}
+		t.Skip(why)
+	}
+	// the binary is cached per machine, but the script that starts it is
+	// in ../shared beside the clone, which a clone alone does not have
+	if _, err := os.Stat(kasStart); err != nil {
+		why := fmt.Sprintf("%s not found (no ../shared beside the clone), so the HTTPRoute split was not tried on a real API server", kasStart)
 		if os.Getenv("HEADROOM_REQUIRE_SHARED") == "1" {
 			t.Fatal(why + " (HEADROOM_REQUIRE_SHARED=1)")
 		}
