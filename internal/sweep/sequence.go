@@ -129,22 +129,20 @@ func AdaptivePath(ladder []int, resolution int) (path []int, capacity int) {
 	if len(ladder) == 0 {
 		return nil, 0
 	}
-	var longest []int
-	at := 0
-	for capacity := 0; capacity <= ladder[len(ladder)-1]; capacity++ {
+	for c := 0; c <= ladder[len(ladder)-1]; c++ {
 		q := newSequence(Plan{Ladder: ladder, Adaptive: true, Resolution: resolution})
-		var path []int
+		var steps []int
 		for {
 			n, more := q.next()
 			if !more {
 				break
 			}
-			path = append(path, n)
-			q.judged(n, n > capacity)
+			steps = append(steps, n)
+			q.judged(n, n > c)
 		}
-		if len(path) > len(longest) {
-			longest, at = path, capacity
+		if len(steps) > len(path) {
+			path, capacity = steps, c
 		}
 	}
-	return longest, at
+	return path, capacity
 }
