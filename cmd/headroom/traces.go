@@ -59,11 +59,13 @@ requests, subagent requests included.`,
 		seed     uint64
 		heavy    float64
 		out      string
+		cold     bool
 	)
 	synth := &cobra.Command{
 		Use:   "synth",
 		Short: "Synthesise AgentX-like sessions calibrated to the published heavy/light tier table",
 		Example: `  headroom traces synth --sessions 400 --seed 1 -o synth.jsonl
+  headroom traces synth --sessions 400 --cold-resumes -o synth-cold.jsonl
   headroom traces stats synth.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -73,7 +75,7 @@ requests, subagent requests included.`,
 			if heavy < 0 || heavy > 1 {
 				return fmt.Errorf("--heavy %g: a share between 0 and 1", heavy)
 			}
-			ts := trace.Synthesize(trace.SynthOptions{Sessions: sessions, Seed: seed, HeavyShare: heavy})
+			ts := trace.Synthesize(trace.SynthOptions{Sessions: sessions, Seed: seed, HeavyShare: heavy, ColdResumes: cold})
 			w := stdout
 			if out != "" && out != "-" {
 				f, err := os.Create(out)
@@ -89,6 +91,7 @@ requests, subagent requests included.`,
 	synth.Flags().IntVar(&sessions, "sessions", 200, "sessions to write")
 	synth.Flags().Uint64Var(&seed, "seed", 1, "seed; the same seed writes the same sessions")
 	synth.Flags().Float64Var(&heavy, "heavy", 0.5, "share of heavy sessions")
+	synth.Flags().BoolVar(&cold, "cold-resumes", false, "resume some turns cold after a pause (their history's blocks new), at the rate real Claude Code sessions do for a pause that long")
 	synth.Flags().StringVarP(&out, "output", "o", "-", "file to write (JSONL, one trace per line); - for stdout")
 	cmd.AddCommand(stats, synth, anonymiseCmd(stdout))
 	return cmd

@@ -78,12 +78,16 @@ type Bar struct {
 // Workload says which sessions are replayed and how.
 type Workload struct {
 	// Traces is a trace file or folder, or "synth" for the built-in synthesiser.
-	Traces        string  `json:"traces"`
-	SynthSessions int     `json:"synth_sessions"`
-	Seed          uint64  `json:"seed"`
-	Mix           Mix     `json:"mix"`
-	ThinkTime     string  `json:"think_time"`
-	ThinkTimeCapS float64 `json:"think_time_cap_s"`
+	Traces        string `json:"traces"`
+	SynthSessions int    `json:"synth_sessions"`
+	// SynthColdResumes makes synthesised sessions resume some turns cold
+	// after a pause, at the rate real Claude Code sessions do
+	// (trace.SynthOptions.ColdResumes).
+	SynthColdResumes bool    `json:"synth_cold_resumes,omitempty"`
+	Seed             uint64  `json:"seed"`
+	Mix              Mix     `json:"mix"`
+	ThinkTime        string  `json:"think_time"`
+	ThinkTimeCapS    float64 `json:"think_time_cap_s"`
 	// RequestTimeoutS is each request's client deadline, in modelled seconds.
 	RequestTimeoutS float64 `json:"request_timeout_s"`
 	// PrimeTimeoutS bounds each lane's priming request; default the warm-up.

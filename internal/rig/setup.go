@@ -106,7 +106,7 @@ func FreshSessions(w config.Workload) func(epoch int) map[string][]load.Session 
 func BuildSessions(w config.Workload) (map[string][]load.Session, error) {
 	var traces []trace.Trace
 	if w.Traces == "synth" {
-		traces = trace.Synthesize(trace.SynthOptions{Sessions: w.SynthSessions, Seed: w.Seed, HeavyShare: 0.5})
+		traces = trace.Synthesize(trace.SynthOptions{Sessions: w.SynthSessions, Seed: w.Seed, HeavyShare: 0.5, ColdResumes: w.SynthColdResumes})
 	} else {
 		var err error
 		if traces, err = trace.ReadPath(w.Traces); err != nil {

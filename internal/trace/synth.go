@@ -16,6 +16,13 @@ type SynthOptions struct {
 	// MaxThink caps think times, in seconds; 0 keeps them as real sessions
 	// have them (the median is 10 s, but one pause in a hundred is near an hour).
 	MaxThink float64
+	// ColdResumes makes some of a session's own turns resume cold, as real
+	// sessions do: after a pause the prompt comes back with almost all of
+	// its blocks new (no prefix-cache hit for the history), at the rate
+	// real Claude Code sessions show for a pause that long (coldAfterThink).
+	// The decision rides on the drawn pause, so it holds whatever MaxThink
+	// or the replay's think-time setting does to the pause itself.
+	ColdResumes bool
 }
 
 // tierModel describes one tier of synthetic sessions. Prompt sizes are in
@@ -73,6 +80,31 @@ var (
 
 type quantilePoint struct{ p, v float64 }
 
+// coldAfterThink is the share of a session's own turns (not its subagents')
+// whose prompt, over 20K tokens, comes back with more than half its blocks
+// new, by the pause before it, in the shared Weka corpus of 474 Claude Code
+// sessions (TestColdResumesMatchTheCorpus recounts it): an upper edge in
+// seconds and the share of turns after a pause below it. A cold turn keeps
+// coldKeep of its blocks, the median share the corpus's cold turns kept
+// (their leading blocks: system prompt, tools, the start of the history).
+var coldAfterThink = []struct{ below, share float64 }{
+	{30, 204.0 / 24346}, {60, 19.0 / 2520}, {120, 43.0 / 2035}, {300, 120.0 / 2029},
+	{600, 57.0 / 905}, {1800, 69.0 / 809}, {3600, 56.0 / 431}, {math.Inf(1), 66.0 / 203},
+}
+
+const coldKeep = 0.18
+
+// coldShare is the share of turns after a pause of think seconds that
+// resume cold.
+func coldShare(think float64) float64 {
+	for _, b := range coldAfterThink {
+		if think < b.below {
+			return b.share
+		}
+	}
+	return coldAfterThink[len(coldAfterThink)-1].share
+}
+
 // Synthesize writes AgentX-like sessions: HeavyShare of them heavy, the rest
 // light, calibrated to the published tier table. Prompts grow turn by turn
 // and each extends the previous turn's hash ids (a prefix-cache hit for the
@@ -115,7 +147,7 @@ func Synthesize(o SynthOptions) []Trace {
 			p, id = lp[li], fmt.Sprintf("light-%04d", li+1)
 			li++
 		}
-		out = append(out, synthSession(id, p, newRNG(o.Seed, uint64(i)), o.MaxThink))
+		out = append(out, synthSession(id, p, newRNG(o.Seed, uint64(i)), o.MaxThink, o.ColdResumes))
 	}
 	return out
 }
@@ -168,10 +200,11 @@ type call struct {
 	api      float64
 	children [][]call // subagents spawned after this call, each its own calls
 	spawn    float64  // when they were spawned, session seconds
+	cold     bool     // the prompt resumes cold: its history's blocks are new
 }
 
 // synthSession generates one session following plan p.
-func synthSession(id string, p sessionPlan, r *rng, maxThink float64) Trace {
+func synthSession(id string, p sessionPlan, r *rng, maxThink float64, coldResumes bool) Trace {
 	tm := p.tier
 	nTurns := tm.turnsMin + r.intn(tm.turnsMax-tm.turnsMin+1)
 	calls := make([]call, nTurns)
@@ -228,7 +261,13 @@ func synthSession(id string, p sessionPlan, r *rng, maxThink float64) Trace {
 	for k := range calls {
 		c := &calls[k]
 		if k > 0 {
-			c.think = think(parentThink, r, maxThink)
+			c.think = think(parentThink, r, 0)
+			if coldResumes {
+				c.cold = r.float() < coldShare(c.think)
+			}
+			if maxThink > 0 {
+				c.think = min(c.think, maxThink)
+			}
 		}
 		c.t = now + c.think
 		c.api = apiTime(c.in, c.out, r)
@@ -284,7 +323,8 @@ func scale(calls []call, level float64) float64 {
 const synthModel = "synthetic"
 
 // assemble writes the planned calls as a trace with hash ids: each prompt
-// extends the previous one's blocks, and a subagent forks the parent's first
+// extends the previous one's blocks (a cold one keeps only their first
+// coldKeep and is new after them), and a subagent forks the parent's first
 // prompt's full blocks.
 func assemble(id string, calls []call, r *rng) Trace {
 	t := Trace{ID: id, Models: []string{synthModel}, BlockSize: DefaultBlockSize, HashIDScope: "local"}
@@ -300,6 +340,12 @@ func assemble(id string, calls []call, r *rng) Trace {
 	var run []int64
 	agents := 0
 	for k, c := range calls {
+		if c.cold {
+			// the history comes back under new blocks: only the leading
+			// ones (system prompt, tools) still hit the cache
+			nb := (c.in + DefaultBlockSize - 1) / DefaultBlockSize
+			run = slices.Clone(run[:min(len(run), int(math.Round(coldKeep*float64(nb))))])
+		}
 		run = extend(run, c.in)
 		req := modelRequest(c, run, k == 0, k == len(calls)-1)
 		t.Requests = append(t.Requests, req)
