@@ -2,7 +2,6 @@ package trace
 
 import (
 	"math"
-	"os"
 	"testing"
 )
 
@@ -57,16 +56,7 @@ func coldCounts(traces []Trace) (n, k []int, kept []float64) {
 // TestColdResumesMatchTheCorpus recounts coldAfterThink from the shared
 // corpus: the table's shares are its counts, bucket for bucket.
 func TestColdResumesMatchTheCorpus(t *testing.T) {
-	if _, err := os.Stat(sharedCorpus); err != nil {
-		if os.Getenv("HEADROOM_REQUIRE_SHARED") == "1" {
-			t.Fatalf("shared corpus %s is missing and HEADROOM_REQUIRE_SHARED=1: %v", sharedCorpus, err)
-		}
-		t.Skipf("shared corpus %s is absent (%v); set HEADROOM_REQUIRE_SHARED=1 to make this a failure", sharedCorpus, err)
-	}
-	traces, err := ReadPath(sharedCorpus)
-	if err != nil {
-		t.Fatal(err)
-	}
+	traces := readSharedCorpus(t)
 	n, k, kept := coldCounts(traces)
 	for b, e := range coldAfterThink {
 		got := float64(k[b]) / float64(n[b])

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"os"
 	"slices"
 	"testing"
 )
@@ -127,16 +126,7 @@ func TestTrimToContext(t *testing.T) {
 // and a 128K context. It skips when the corpus is absent, unless
 // HEADROOM_REQUIRE_SHARED=1.
 func TestSharedCorpusContext(t *testing.T) {
-	if _, err := os.Stat(sharedCorpus); err != nil {
-		if os.Getenv("HEADROOM_REQUIRE_SHARED") == "1" {
-			t.Fatalf("shared corpus %s is missing and HEADROOM_REQUIRE_SHARED=1: %v", sharedCorpus, err)
-		}
-		t.Skipf("shared corpus %s is absent (%v); set HEADROOM_REQUIRE_SHARED=1 to make this a failure", sharedCorpus, err)
-	}
-	traces, err := ReadPath(sharedCorpus)
-	if err != nil {
-		t.Fatal(err)
-	}
+	traces := readSharedCorpus(t)
 	heavy, light := Tiers(traces)
 	for _, n := range []int{524288, 131072} {
 		over, calls := CountPromptsOver(traces, n)

@@ -9,10 +9,10 @@ import (
 // sharedCorpus is the real trace corpus shared across the project's checkouts.
 var sharedCorpus = filepath.Join("..", "..", "..", "shared", "traces", "weka-claude-code.jsonl.gz")
 
-// TestSharedCorpus reads the 474 real Claude Code traces and checks their
-// statistics are sane. It skips when the corpus is absent, unless
-// HEADROOM_REQUIRE_SHARED=1.
-func TestSharedCorpus(t *testing.T) {
+// readSharedCorpus reads the shared corpus, or skips the test when it is
+// absent (fails it under HEADROOM_REQUIRE_SHARED=1).
+func readSharedCorpus(t *testing.T) []Trace {
+	t.Helper()
 	if _, err := os.Stat(sharedCorpus); err != nil {
 		if os.Getenv("HEADROOM_REQUIRE_SHARED") == "1" {
 			t.Fatalf("shared corpus %s is missing and HEADROOM_REQUIRE_SHARED=1: %v", sharedCorpus, err)
@@ -23,6 +23,14 @@ func TestSharedCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return traces
+}
+
+// TestSharedCorpus reads the 474 real Claude Code traces and checks their
+// statistics are sane. It skips when the corpus is absent, unless
+// HEADROOM_REQUIRE_SHARED=1.
+func TestSharedCorpus(t *testing.T) {
+	traces := readSharedCorpus(t)
 	if len(traces) != 474 {
 		t.Fatalf("read %d traces from %s, want 474", len(traces), sharedCorpus)
 	}
