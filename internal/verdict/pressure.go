@@ -38,8 +38,7 @@ import (
 // Poisson interval of k (Garwood's, from the chi-square) down and up; it
 // reaches further up than down, since a run that drew few long prefills
 // reads fast and its slow side must reach the runs that drew more. Both are
-// 0 without records, without uncached tokens, without a slowdown, or when
-// k is under minPrefills.
+// 0 without records, without uncached tokens or without a slowdown.
 func (j judge) pressure(q clientQuantity) (below, above float64) {
 	if len(j.reqs) == 0 || len(j.windows) < 2 {
 		return 0, 0
@@ -108,13 +107,6 @@ func (j judge) pressure(q clientQuantity) (below, above float64) {
 	// prefills reads fast, and the slow side must reach the runs that drew
 	// more
 	k := total * total / sumSq
-	if k < minPrefills {
-		// too few long prefills to say how their number would vary, or
-		// what more of them would do: a linear slope taken from one or
-		// two, stretched to the several a Poisson count of them allows,
-		// read a 4-session TTFT of 1.9 s as 0.3-9.6 s
-		return 0, 0
-	}
 	a := 1 - j.o.Confidence
 	lo := distuv.ChiSquared{K: 2 * k}.Quantile(a/2) / 2
 	hi := distuv.ChiSquared{K: 2*k + 2}.Quantile(1-a/2) / 2
@@ -128,11 +120,6 @@ func around(sent []float64, w int) float64 {
 	}
 	return 2 * sent[w]
 }
-
-// minPrefills is the fewest equal prefills (k) the step's uncached tokens
-// must add up to for pressure to widen: a Poisson count's usual floor for
-// its normal form.
-const minPrefills = 5
 
 // pressureOf pairs pressure's two reaches for spread.
 func pressureOf(below, above float64) [2]float64 { return [2]float64{below, above} }

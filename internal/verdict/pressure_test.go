@@ -140,44 +140,37 @@ func TestIntervalsCarryThePrefillARunDrew(t *testing.T) {
 // tokens, or whose latency does not move with it, add none, and the reach
 // is longer on the slow side.
 func TestPressureNeedsASlowdown(t *testing.T) {
-	// long prompts in the windows of every other turn of a session: with
-	// 5 of them the sum passes minPrefills, with 2 it does not
-	build := func(windows int, slow bool) []Request {
-		var out []Request
-		for w := range windows {
-			for c := range 4 {
-				u := 1000
-				if c == 0 && w%2 == 0 {
-					u = 100000
-				}
-				ttft := 1.0
-				if slow && w%2 == 0 && c != 0 {
-					ttft *= 2 // the others slow beside it
-				}
-				out = append(out, Request{Window: w, Session: string(rune('a' + c)), TTFT: ttft, Uncached: u})
+	var flat, slowed []Request
+	for w := range 6 {
+		for c := range 4 {
+			u := 1000
+			if c == 0 && w%2 == 0 {
+				u = 100000 // a long prompt in every other window
 			}
+			ttft := 1.0
+			flat = append(flat, Request{Window: w, Session: string(rune('a' + c)), TTFT: ttft, Uncached: u})
+			if w%2 == 0 && c != 0 {
+				ttft *= 2 // the others slow beside it
+			}
+			slowed = append(slowed, Request{Window: w, Session: string(rune('a' + c)), TTFT: ttft, Uncached: u})
 		}
-		return out
 	}
-	j := judge{windows: make([]signal.Window, 10), reqs: build(10, false), o: DefaultOptions()}
+	ws := make([]signal.Window, 6)
+	j := judge{windows: ws, reqs: flat, o: DefaultOptions()}
 	if lo, hi := j.pressure(clientTTFT); lo != 0 || hi != 0 {
 		t.Errorf("latency that does not move with the prefill: reach %g below, %g above, want none", lo, hi)
 	}
-	j.reqs = build(10, true)
+	j.reqs = slowed
 	lo, hi := j.pressure(clientTTFT)
 	if !(lo > 0 && hi > lo) {
-		t.Errorf("latency that doubles beside 5 long prompts: reach %g below, %g above, want both and more above", lo, hi)
+		t.Errorf("latency that doubles beside a long prompt: reach %g below, %g above, want both and more above", lo, hi)
 	}
-	none := build(10, true)
+	none := append([]Request(nil), slowed...)
 	for i := range none {
 		none[i].Uncached = 0
 	}
 	j.reqs = none
 	if lo, hi := j.pressure(clientTTFT); lo != 0 || hi != 0 {
 		t.Errorf("no uncached tokens: reach %g below, %g above, want none", lo, hi)
-	}
-	j = judge{windows: make([]signal.Window, 4), reqs: build(4, true), o: DefaultOptions()}
-	if lo, hi := j.pressure(clientTTFT); lo != 0 || hi != 0 {
-		t.Errorf("2 long prompts, under minPrefills: reach %g below, %g above, want none", lo, hi)
 	}
 }
