@@ -42,7 +42,12 @@ func coldRun(rng *rand.Rand, upper []float64, windows, sessions, perWindow int, 
 		for c := range sessions {
 			for range perWindow {
 				x := math.Exp(level[c] + s*rng.NormFloat64() + slow*float64(k))
-				binInto(counts, upper, x)
+				for b, u := range upper {
+					if x <= u {
+						counts[b]++
+						break
+					}
+				}
 				u := 2000 + rng.IntN(3000)
 				if turn < cold[w] {
 					u = 150000
@@ -51,7 +56,12 @@ func coldRun(rng *rand.Rand, upper []float64, windows, sessions, perWindow int, 
 				reqs = append(reqs, Request{Window: w, Session: string(rune('a' + (c+w*7)%sessions)), TTFT: x, TPOT: 0.02, Uncached: u})
 			}
 		}
-		ws[w], ls[w] = ttftWindow(w, time.Minute, upper, counts, sessions*perWindow)
+		ws[w] = signal.Window{
+			Start: time.Duration(w) * time.Minute, End: time.Duration(w+1) * time.Minute,
+			Hist:    map[string]stats.Histogram{signal.TTFT: hist(upper, counts), signal.TPOT: hist(tpotBounds, []float64{float64(sessions * perWindow)})},
+			Counter: map[string]float64{signal.HTTP4xx: 0, signal.HTTP5xx: 0, signal.RequestsAborted: 0},
+		}
+		ls[w] = LoadWindow{Planned: sessions * perWindow, Sent: sessions * perWindow}
 	}
 	return ws, ls, reqs
 }
