@@ -99,9 +99,12 @@ func TestVirtualAndWallClockAgree(t *testing.T) {
 func ladderSteps(t *testing.T, clock string, sum report.Summary) []report.Step {
 	t.Helper()
 	var on []report.Step
+	// the sweep steps down when no step of the ladder passed; the step
+	// below may itself pass (CI: 4 sessions too close on the wall clock,
+	// then 3 passed, and the test failed on that pass)
 	passed := false
 	for _, s := range sum.Steps {
-		passed = passed || s.Verdict == verdict.Pass
+		passed = passed || (s.Verdict == verdict.Pass && s.Sessions >= 4)
 	}
 	for _, s := range sum.Steps {
 		switch {

@@ -51,6 +51,7 @@ func requestsOf(records []load.Record, windows []signal.Window) []verdict.Reques
 		if r.Session == "" {
 			r.Session = fmt.Sprintf("lane %d play %d", rec.Lane, rec.Play)
 		}
+		r.Uncached = uncached(rec)
 		if !rec.Failed() && !rec.Pending {
 			r.TTFT = rec.TTFT()
 			if rec.OutputTokens >= 2 && rec.LastToken > rec.FirstToken && rec.FirstToken > 0 {
@@ -60,6 +61,18 @@ func requestsOf(records []load.Record, windows []signal.Window) []verdict.Reques
 		out = append(out, r)
 	}
 	return out
+}
+
+// uncached is the prompt tokens the engine computed for a turn: what it
+// served less what it reported cached where it reported any, and otherwise
+// (an engine that keeps no usage details, or a prompt with nothing cached)
+// the planned prompt less the share an ideal prefix cache would hold, which
+// the trace's blocks give: a session resuming cold plans almost none cached.
+func uncached(rec load.Record) int {
+	if rec.CachedTokens > 0 && rec.ServedPromptTokens > 0 {
+		return max(0, rec.ServedPromptTokens-rec.CachedTokens)
+	}
+	return max(0, rec.PlannedPromptTokens-rec.IdealCachedTokens)
 }
 
 // queue is how the engine's queue and KV cache went over a judged time, from

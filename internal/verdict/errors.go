@@ -126,7 +126,7 @@ func (j judge) errors(bar float64) Part {
 	}, j.boot(block))
 	if ok {
 		var sp Spread
-		lo, hi, sp, ok = j.spread(rate, lo, hi, n, block, j.widening(clientFailed, stats.WeightedMean, block), false)
+		lo, hi, sp, ok = j.spread(rate, lo, hi, n, block, j.widening(clientFailed, stats.WeightedMean, block), [2]float64{}, false)
 		p.Spread = &sp
 	}
 	if !ok {

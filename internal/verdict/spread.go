@@ -26,6 +26,10 @@ type Request struct {
 	// two tokens came.
 	TPOT   float64
 	Failed bool // an error: refusal, server error, timeout, abort, not reached or unsent
+	// Uncached is the prompt tokens the engine had to compute (not served
+	// from its prefix cache): the prefill the turn put on the engine, which
+	// slows the streams beside it (judge.pressure). 0 when unknown.
+	Uncached int
 }
 
 // Spread says which sources of variance a part's interval carries.
@@ -44,6 +48,11 @@ type Spread struct {
 	// (1: no further).
 	Below float64 `json:"below,omitempty"`
 	Above float64 `json:"above,omitempty"`
+	// PressureBelow and PressureAbove are the reach, on the log scale,
+	// added below and above for how much prefill the sessions happened to
+	// send (judge.pressure; 0: none).
+	PressureBelow float64 `json:"pressure_below,omitempty"`
+	PressureAbove float64 `json:"pressure_above,omitempty"`
 }
 
 // JudgeWith is Judge with the client's records of the step's turns, so that
@@ -140,9 +149,11 @@ func (j judge) boot(block int) stats.BootstrapOptions {
 // windows resampled in moving blocks of block (blockFor's):
 // its reach is expanded for the few blocks it resampled, then
 // stretched by what resampling the client's records by session adds (w),
-// on the log scale when logScale (a latency, v > 0; w must be of logs too).
+// on the log scale when logScale (a latency, v > 0; w must be of logs too),
+// and for a latency widened in quadrature on each side by the log-scale
+// reach of the prefill the sessions happened to send (judge.pressure).
 // ok is false when there are too few blocks to say anything (fewer than 2).
-func (j judge) spread(v, lo, hi float64, n, block int, w stats.Widening, logScale bool) (float64, float64, Spread, bool) {
+func (j judge) spread(v, lo, hi float64, n, block int, w stats.Widening, press [2]float64, logScale bool) (float64, float64, Spread, bool) {
 	block = max(1, min(block, n))
 	s := Spread{Windows: n, Block: block, Expansion: stats.Expansion(float64(n)/float64(block), j.o.Confidence)}
 	if math.IsInf(s.Expansion, 1) {
@@ -164,6 +175,11 @@ func (j judge) spread(v, lo, hi float64, n, block int, w stats.Widening, logScal
 			wlo, whi := w.Widen(lv, llo, lhi)
 			s.Below, s.Above = stretch(lv-llo, lv-wlo), stretch(lhi-lv, whi-lv)
 			llo, lhi = wlo, whi
+		}
+		if press[0] > 0 || press[1] > 0 {
+			s.PressureBelow, s.PressureAbove = press[0], press[1]
+			llo = lv - math.Hypot(lv-llo, press[0])
+			lhi = lv + math.Hypot(lhi-lv, press[1])
 		}
 		return math.Exp(llo), math.Exp(lhi), s, true
 	}

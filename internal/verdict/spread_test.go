@@ -40,23 +40,33 @@ func sessionRun(rng *rand.Rand, upper []float64, windows, sessions, perWindow in
 		for c := range sessions {
 			for range perWindow {
 				x := math.Exp(level[c] + s*rng.NormFloat64())
-				for b, u := range upper {
-					if x <= u {
-						counts[b]++
-						break
-					}
-				}
+				binInto(counts, upper, x)
 				reqs = append(reqs, Request{Window: w, Session: string(rune('a' + c)), TTFT: x, TPOT: 0.02})
 			}
 		}
-		ws[w] = signal.Window{
-			Start: time.Duration(w) * 30 * time.Second, End: time.Duration(w+1) * 30 * time.Second,
-			Hist:    map[string]stats.Histogram{signal.TTFT: hist(upper, counts), signal.TPOT: hist(tpotBounds, []float64{float64(sessions * perWindow)})},
-			Counter: map[string]float64{signal.HTTP4xx: 0, signal.HTTP5xx: 0, signal.RequestsAborted: 0},
-		}
-		ls[w] = LoadWindow{Planned: sessions * perWindow, Sent: sessions * perWindow}
+		ws[w], ls[w] = ttftWindow(w, 30*time.Second, upper, counts, sessions*perWindow)
 	}
 	return ws, ls, reqs
+}
+
+// binInto counts x in the bucket of upper bounds that holds it.
+func binInto(counts, upper []float64, x float64) {
+	for b, u := range upper {
+		if x <= u {
+			counts[b]++
+			return
+		}
+	}
+}
+
+// ttftWindow is window w of span with TTFT counts in upper's buckets, turns
+// turns all sent and answered fast, and no errors.
+func ttftWindow(w int, span time.Duration, upper, counts []float64, turns int) (signal.Window, LoadWindow) {
+	return signal.Window{
+		Start: time.Duration(w) * span, End: time.Duration(w+1) * span,
+		Hist:    map[string]stats.Histogram{signal.TTFT: hist(upper, counts), signal.TPOT: hist(tpotBounds, []float64{float64(turns)})},
+		Counter: map[string]float64{signal.HTTP4xx: 0, signal.HTTP5xx: 0, signal.RequestsAborted: 0},
+	}, LoadWindow{Planned: turns, Sent: turns}
 }
 
 // TestIntervalsCarryTheSessionsARunDrew (issue 21.2): across independent
