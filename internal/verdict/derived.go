@@ -107,7 +107,7 @@ func (j judge) derivedP90() (r quantileResult, ok bool, why string) {
 	}
 	if ok && len(ws) >= 2 {
 		var sp Spread
-		lo, hi, sp, ok = j.spread(v, lo, hi, len(ws), block, j.widening(clientTPOT, stats.WeightedQuantile(0.9), block), pressureOf(j.pressure(clientTPOT)), true)
+		lo, hi, sp, ok = j.spread(v, lo, hi, len(ws), block, j.widening(clientTPOT, stats.WeightedQuantile(0.9), block), j.pressure(clientTPOT), true)
 		r.spread = &sp
 	}
 	if !ok || len(ws) < 2 {

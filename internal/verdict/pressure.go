@@ -39,10 +39,11 @@ import (
 // reaches further up than down, since a run that drew few long prefills
 // reads fast and its slow side must reach the runs that drew more. Both are
 // 0 without records, without uncached tokens, without a slowdown, or when
-// k is under minPrefills.
-func (j judge) pressure(q clientQuantity) (below, above float64) {
+// k is under minPrefills. The pair is below, above, as spread takes it.
+func (j judge) pressure(q clientQuantity) [2]float64 {
+	var none [2]float64
 	if len(j.reqs) == 0 || len(j.windows) < 2 {
-		return 0, 0
+		return none
 	}
 	sent := make([]float64, len(j.windows))
 	total, sumSq := 0.0, 0.0
@@ -57,9 +58,10 @@ func (j judge) pressure(q clientQuantity) (below, above float64) {
 	}
 	mean := total / float64(len(j.windows))
 	if !(mean > 0) {
-		return 0, 0
+		return none
 	}
 	// the slope of log latency on the others' prefill in the turn's window
+	// and the one before
 	var n, sx, sy, sxx, sxy, syy float64
 	for _, r := range j.reqs {
 		if r.Window < 0 || r.Window >= len(j.windows) || r.Failed {
@@ -82,11 +84,11 @@ func (j judge) pressure(q clientQuantity) (below, above float64) {
 		syy += y * y
 	}
 	if n < 3 {
-		return 0, 0
+		return none
 	}
 	vx := sxx - sx*sx/n
 	if !(vx > 0) {
-		return 0, 0
+		return none
 	}
 	// only the slowdown the records show with confidence: the slope less
 	// its standard error times z, so that a step with few long prefills,
@@ -96,29 +98,20 @@ func (j judge) pressure(q clientQuantity) (below, above float64) {
 	z := distuv.UnitNormal.Quantile(1 - (1-j.o.Confidence)/2)
 	b -= z * math.Sqrt(rss/(n-2)/vx)
 	if !(b > 0) {
-		return 0, 0
+		return none
 	}
-	if !(sumSq > 0) {
-		return 0, 0
-	}
-	// which turns come long is a draw turn by turn, so the total varies
-	// between runs as a compound Poisson sum: variance sum(u^2), that of a
-	// Poisson count of k = U^2 / sum(u^2) equal prefills, whose interval
-	// (Garwood's) reaches further up than down: a run that drew few long
-	// prefills reads fast, and the slow side must reach the runs that drew
-	// more
+	// the total as a Poisson count of k equal prefills (total > 0 here,
+	// so sumSq is too); under minPrefills a slope from one or two long
+	// prefills would be stretched over the several a Poisson count of
+	// them allows
 	k := total * total / sumSq
 	if k < minPrefills {
-		// too few long prefills to say how their number would vary, or
-		// what more of them would do: a linear slope taken from one or
-		// two, stretched to the several a Poisson count of them allows,
-		// read a 4-session TTFT of 1.9 s as 0.3-9.6 s
-		return 0, 0
+		return none
 	}
 	a := 1 - j.o.Confidence
 	lo := distuv.ChiSquared{K: 2 * k}.Quantile(a/2) / 2
 	hi := distuv.ChiSquared{K: 2*k + 2}.Quantile(1-a/2) / 2
-	return b * (1 - lo/k), b * (hi/k - 1)
+	return [2]float64{b * (1 - lo/k), b * (hi/k - 1)}
 }
 
 // around is the prefill sent in window w and the one before it.
@@ -133,6 +126,3 @@ func around(sent []float64, w int) float64 {
 // must add up to for pressure to widen: a Poisson count's usual floor for
 // its normal form.
 const minPrefills = 5
-
-// pressureOf pairs pressure's two reaches for spread.
-func pressureOf(below, above float64) [2]float64 { return [2]float64{below, above} }

@@ -160,12 +160,12 @@ func TestPressureNeedsASlowdown(t *testing.T) {
 		return out
 	}
 	j := judge{windows: make([]signal.Window, 10), reqs: build(10, false), o: DefaultOptions()}
-	if lo, hi := j.pressure(clientTTFT); lo != 0 || hi != 0 {
-		t.Errorf("latency that does not move with the prefill: reach %g below, %g above, want none", lo, hi)
+	if p := j.pressure(clientTTFT); p[0] != 0 || p[1] != 0 {
+		t.Errorf("latency that does not move with the prefill: reach %g below, %g above, want none", p[0], p[1])
 	}
 	j.reqs = build(10, true)
-	lo, hi := j.pressure(clientTTFT)
-	if !(lo > 0 && hi > lo) {
+	p := j.pressure(clientTTFT)
+	if lo, hi := p[0], p[1]; !(lo > 0 && hi > lo) {
 		t.Errorf("latency that doubles beside 5 long prompts: reach %g below, %g above, want both and more above", lo, hi)
 	}
 	none := build(10, true)
@@ -173,11 +173,11 @@ func TestPressureNeedsASlowdown(t *testing.T) {
 		none[i].Uncached = 0
 	}
 	j.reqs = none
-	if lo, hi := j.pressure(clientTTFT); lo != 0 || hi != 0 {
-		t.Errorf("no uncached tokens: reach %g below, %g above, want none", lo, hi)
+	if p := j.pressure(clientTTFT); p[0] != 0 || p[1] != 0 {
+		t.Errorf("no uncached tokens: reach %g below, %g above, want none", p[0], p[1])
 	}
 	j = judge{windows: make([]signal.Window, 4), reqs: build(4, true), o: DefaultOptions()}
-	if lo, hi := j.pressure(clientTTFT); lo != 0 || hi != 0 {
-		t.Errorf("2 long prompts, under minPrefills: reach %g below, %g above, want none", lo, hi)
+	if p := j.pressure(clientTTFT); p[0] != 0 || p[1] != 0 {
+		t.Errorf("2 long prompts, under minPrefills: reach %g below, %g above, want none", p[0], p[1])
 	}
 }

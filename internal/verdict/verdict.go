@@ -454,7 +454,7 @@ func (j judge) p90(name string, q clientQuantity) (r quantileResult, ok bool, wh
 	lo, hi, ok, err := stats.BootstrapQuantile(hs, 0.9, j.boot(block))
 	if ok && err == nil {
 		var sp Spread
-		lo, hi, sp, ok = j.spread(v, lo, hi, len(hs), block, j.widening(q, stats.WeightedQuantile(0.9), block), pressureOf(j.pressure(q)), true)
+		lo, hi, sp, ok = j.spread(v, lo, hi, len(hs), block, j.widening(q, stats.WeightedQuantile(0.9), block), j.pressure(q), true)
 		r.spread = &sp
 	}
 	if err != nil || !ok {
